@@ -1,0 +1,1 @@
+"""The command line: the one place that knows every component and wires them together."""

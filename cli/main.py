@@ -1,0 +1,130 @@
+"""``safactory``: run the local broker, manage topics, and run the factory's workers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..infra.broker import BrokerError
+from ..infra.config import get_settings
+from ..infra.local import local_broker, uses_local_broker
+from ..infra.topics import create_topics, describe_topics
+
+app = typer.Typer(
+    help="Safactory: discover unsafe agent behaviour, keep it as data, train the fix, verify.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+broker_app = typer.Typer(help="Run a local single-node Apache Kafka broker (KRaft).",
+                         no_args_is_help=True)  # fmt: skip
+topics_app = typer.Typer(help="The topic catalogue of DESIGN.md.", no_args_is_help=True)
+app.add_typer(broker_app, name="broker")
+app.add_typer(topics_app, name="topics")
+
+console = Console()
+err = Console(stderr=True)
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code=1)
+
+
+@broker_app.command("up")
+def broker_up(
+    timeout: Annotated[float, typer.Option(help="seconds to wait for readiness")] = 90.0,
+) -> None:
+    """Start the local broker (first run fetches the Kafka jars with mvn) and create topics."""
+    settings = get_settings()
+    if not uses_local_broker(settings):
+        raise _fail(
+            f"SF_KAFKA_BOOTSTRAP={settings.kafka_bootstrap} names another cluster; "
+            "unset it to run the local broker"
+        )
+    broker = local_broker(settings)
+    try:
+        with console.status("starting Kafka broker (first run resolves jars from Maven Central)"):
+            status = broker.up(timeout=timeout)
+    except BrokerError as exc:
+        raise _fail(str(exc)) from None
+    created = asyncio.run(create_topics(settings))
+    new = sum(created.values())
+    console.print(
+        f"broker up: pid {status.pid}, bootstrap {status.bootstrap}, data {status.data_dir}; "
+        f"{new} topics created, {len(created) - new} existed"
+    )
+
+
+@broker_app.command("down")
+def broker_down() -> None:
+    """Stop the local broker cleanly; its data stays for the next ``up``."""
+    stopped = local_broker(get_settings()).down()
+    console.print("broker stopped" if stopped else "broker was not running")
+
+
+@broker_app.command("status")
+def broker_status(
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+) -> None:
+    """Whether the local broker runs, its pid, address and data directory."""
+    status = local_broker(get_settings()).status()
+    if as_json:
+        console.print_json(json.dumps({**status.__dict__, "data_dir": str(status.data_dir)}))
+        return
+    state = "[green]running[/green]" if status.running else "[yellow]stopped[/yellow]"
+    console.print(f"{state}  pid={status.pid}  bootstrap={status.bootstrap}  "
+                  f"kafka={status.kafka_version}  data={status.data_dir}")  # fmt: skip
+    if not status.running:
+        raise typer.Exit(code=3)
+
+
+@broker_app.command("logs")
+def broker_logs(
+    lines: Annotated[int, typer.Option("-n", "--lines", help="how many lines")] = 50,
+) -> None:
+    """Print the end of the broker's log."""
+    console.print(local_broker(get_settings()).logs(lines), markup=False, highlight=False)
+
+
+@topics_app.command("create")
+def topics_create() -> None:
+    """Create every catalogue topic that does not exist yet (idempotent)."""
+    try:
+        created = asyncio.run(create_topics(get_settings()))
+    except Exception as exc:
+        raise _fail(f"{exc!r}; is the broker up? (safactory broker up)") from None
+    for name, new in created.items():
+        console.print(f"{'created' if new else 'exists '}  {name}")
+
+
+@topics_app.command("list")
+@topics_app.command("describe")
+def topics_list(
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+) -> None:
+    """The catalogue: each topic's key, partitions, cleanup and retention, and whether it exists."""
+    try:
+        rows = asyncio.run(describe_topics(get_settings()))
+    except Exception as exc:
+        raise _fail(f"{exc!r}; is the broker up? (safactory broker up)") from None
+    if as_json:
+        console.print_json(json.dumps(rows))
+        return
+    table = Table("topic", "exists", "partitions", "key", "cleanup", "retention", "what")
+    for row in rows:
+        retention = row["retention_ms"]
+        shown = "-" if retention is None else ("forever" if retention == -1 else
+                                               f"{int(retention) // 86_400_000}d")  # type: ignore[call-overload]  # fmt: skip
+        table.add_row(str(row["topic"]), "yes" if row["exists"] else "[red]no[/red]",
+                      str(row["partitions"]), str(row["key"]), str(row["cleanup"]), shown,
+                      str(row["description"]))  # fmt: skip
+    console.print(table)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,1 @@
+"""The thin Kafka layer: local broker, topic catalogue, producer and consumer helpers."""

@@ -1,0 +1,285 @@
+"""A real single-node Apache Kafka broker in KRaft mode, started by our own code.
+
+The broker's jars come from Maven Central through ``mvn`` (``infra/kafka/pom.xml``) into a
+cache directory; the broker runs as a plain ``java`` process on 127.0.0.1 with a small heap.
+Its data directory persists across ``down``/``up``.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+KAFKA_DIR = Path(__file__).resolve().parent / "kafka"
+READY_LINE = "Kafka Server started"
+
+
+class BrokerError(RuntimeError):
+    """The local broker could not be set up, started or stopped; the message says why."""
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    """What ``safactory broker status`` reports."""
+
+    running: bool
+    pid: int | None
+    bootstrap: str
+    data_dir: Path
+    kafka_version: str
+
+
+class LocalBroker:
+    """One local KRaft broker (combined broker and controller) under ``home/name``."""
+
+    def __init__(
+        self,
+        home: Path,
+        *,
+        port: int = 9092,
+        controller_port: int = 9093,
+        heap: str = "768m",
+        kafka_version: str = "4.1.1",
+        name: str = "broker",
+    ) -> None:
+        self.home = Path(home)
+        self.port = port
+        self.controller_port = controller_port
+        self.heap = heap
+        self.kafka_version = kafka_version
+        self.dir = self.home / name
+        self.libs = self.home / "kafka" / kafka_version / "libs"
+
+    # ------------------------------------------------------------------ paths
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` clients connect to."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_file(self) -> Path:
+        """The broker's own log (log4j2)."""
+        return self.dir / "logs" / "server.log"
+
+    @property
+    def _pid_file(self) -> Path:
+        return self.dir / "broker.pid"
+
+    @property
+    def _config(self) -> Path:
+        return self.dir / "server.properties"
+
+    @property
+    def _data(self) -> Path:
+        return self.dir / "data"
+
+    # ------------------------------------------------------------------ set-up
+
+    def resolve_jars(self) -> Path:
+        """Fetch the broker jars from Maven Central once; return the directory holding them."""
+        marker = self.libs / ".complete"
+        if marker.exists():
+            return self.libs
+        _require("java", "Java 17+ runs the broker: apt-get install openjdk-17-jre-headless")
+        mvn = _require("mvn", "Maven fetches the Kafka jars: apt-get install maven")
+        self.libs.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            mvn, "-q", "-B", "-f", str(KAFKA_DIR / "pom.xml"),
+            "dependency:copy-dependencies",
+            f"-Dkafka.version={self.kafka_version}",
+            f"-DoutputDirectory={self.libs}",
+            "-DincludeScope=runtime",
+        ]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0 or not any(self.libs.glob("kafka_2.13-*.jar")):
+            tail = (proc.stdout + proc.stderr).strip()[-2000:]
+            raise BrokerError(f"mvn could not resolve Kafka {self.kafka_version} jars:\n{tail}")
+        marker.write_text(self.kafka_version)
+        return self.libs
+
+    def _write_config(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "logs").mkdir(exist_ok=True)
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": (
+                f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
+            ),
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self._data),
+            "num.partitions": "3",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "10",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+            "message.max.bytes": str(16 * 1024 * 1024),
+            "log.retention.check.interval.ms": "60000",
+        }
+        self._config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+    def _java(self, main: str, *args: str, heap: str = "256m") -> list[str]:
+        java = _require("java", "Java 17+ runs the broker: apt-get install openjdk-17-jre-headless")
+        return [
+            java, f"-Xmx{heap}", "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            f"-Dkafka.logs.dir={self.dir / 'logs'}",
+            f"-Dlog4j2.configurationFile={KAFKA_DIR / 'log4j2.properties'}",
+            "-cp", f"{self.libs}/*", main, *args,
+        ]  # fmt: skip
+
+    def _format_storage(self) -> None:
+        if (self._data / "meta.properties").exists():
+            return
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cmd = self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
+                         "-c", str(self._config), "--ignore-formatted")  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise BrokerError(f"formatting KRaft storage failed:\n{proc.stdout}{proc.stderr}")
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def pid(self) -> int | None:
+        """Pid of the running broker, or ``None``."""
+        try:
+            pid = int(self._pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except FileNotFoundError:
+            return None
+        return pid if b"kafka.Kafka" in cmdline and str(self._config).encode() in cmdline else None
+
+    def up(self, timeout: float = 90.0) -> BrokerStatus:
+        """Start the broker (resolving jars and formatting storage the first time) and wait."""
+        if self.pid() is None:
+            if _port_open(self.port):
+                raise BrokerError(
+                    f"port {self.port} is taken by another process; stop it, or set "
+                    "SF_BROKER_PORT / SF_KAFKA_BOOTSTRAP to use another port or that cluster"
+                )
+            self.resolve_jars()
+            self._write_config()
+            self._format_storage()
+            log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
+            out = open(self.dir / "logs" / "stdout.log", "ab")
+            proc = subprocess.Popen(
+                self._java("kafka.Kafka", str(self._config), heap=self.heap),
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+            out.close()
+            self._pid_file.write_text(str(proc.pid))
+            self._wait_ready(proc, log_start, timeout)
+        return self.status()
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes], log_start: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise BrokerError(
+                    f"broker exited with code {proc.returncode}; see {self.log_file} and "
+                    f"{self.dir / 'logs' / 'stdout.log'}"
+                )
+            if _port_open(self.port) and self._logged_ready(log_start):
+                return
+            time.sleep(0.2)
+        self.kill()
+        raise BrokerError(f"broker did not become ready within {timeout:.0f}s; see {self.log_file}")
+
+    def _logged_ready(self, since: int) -> bool:
+        try:
+            with open(self.log_file, "rb") as fh:
+                fh.seek(since)
+                return READY_LINE.encode() in fh.read()
+        except FileNotFoundError:
+            return False
+
+    def down(self, timeout: float = 60.0) -> bool:
+        """Stop the broker cleanly (SIGTERM, then SIGKILL after ``timeout``). True if it ran."""
+        pid = self.pid()
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGTERM)
+        if not _wait_gone(pid, timeout):
+            os.kill(pid, signal.SIGKILL)
+            _wait_gone(pid, 10)
+        self._pid_file.unlink(missing_ok=True)
+        return True
+
+    def kill(self) -> None:
+        """Kill the broker at once (SIGKILL), as a crash would; data stays on disk."""
+        pid = self.pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            _wait_gone(pid, 10)
+        self._pid_file.unlink(missing_ok=True)
+
+    def status(self) -> BrokerStatus:
+        """Whether the broker runs, and where."""
+        pid = self.pid()
+        return BrokerStatus(
+            running=pid is not None,
+            pid=pid,
+            bootstrap=self.bootstrap,
+            data_dir=self.dir,
+            kafka_version=self.kafka_version,
+        )
+
+    def logs(self, lines: int = 50) -> str:
+        """The last ``lines`` lines of the broker log."""
+        if not self.log_file.exists():
+            return ""
+        with open(self.log_file, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 256 * 1024))
+            text = fh.read().decode("utf-8", errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def _require(tool: str, hint: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise BrokerError(f"'{tool}' not found on PATH. {hint}")
+    return path
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait_gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        # A child of ours lingers as a zombie until reaped.
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            pass
+        time.sleep(0.1)
+    return False

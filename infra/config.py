@@ -1,0 +1,80 @@
+"""Configuration: defaults for one machine, overridden by a TOML file and ``SF_*`` env vars.
+
+Precedence (highest first): environment variables (``SF_KAFKA_BOOTSTRAP=host:9092``), the file
+named by ``SF_CONFIG`` (or ``./safactory.toml`` if present), then these defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+
+def default_home() -> Path:
+    """Where jars, broker data and caches live unless ``SF_HOME`` says otherwise."""
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "safactory"
+
+
+def config_file() -> Path | None:
+    """The TOML config file in effect, if any."""
+    named = os.environ.get("SF_CONFIG")
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise FileNotFoundError(f"SF_CONFIG={named}: no such file; unset it or fix the path")
+        return path
+    local = Path("safactory.toml")
+    return local if local.is_file() else None
+
+
+class Settings(BaseSettings):
+    """All knobs of a Safactory deployment. Field ``x`` is env var ``SF_X``."""
+
+    model_config = SettingsConfigDict(env_prefix="SF_", extra="forbid")
+
+    home: Path = Field(default_factory=default_home, description="cache and local broker data")
+    kafka_bootstrap: str = Field(
+        default="127.0.0.1:9092",
+        description="bootstrap servers; point at an existing cluster to skip the local broker",
+    )
+    kafka_version: str = "4.1.1"
+    broker_port: int = 9092
+    controller_port: int = 9093
+    broker_heap: str = Field(default="768m", description="JVM -Xmx of the local broker")
+    topic_prefix: str = Field(default="sf.", description="prefix of every catalogue topic name")
+    default_partitions: int = 3
+    client_id: str = "safactory"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = config_file()
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+    def topic(self, name: str) -> str:
+        """Full topic name of catalogue entry ``name`` (``steps`` → ``sf.steps``)."""
+        return f"{self.topic_prefix}{name}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Process-wide settings (read once)."""
+    return Settings()

@@ -1,0 +1,215 @@
+"""The event consumer: decode, hand good events on, dead-letter the rest, commit after.
+
+Anything that cannot be decoded or validated goes to the dead-letter topic with ``sf-error``
+and its origin in headers, and the consumer carries on. A handler that keeps failing after
+retries sends its record to the dead-letter topic too, so one poison record never stalls a
+partition. Offsets are committed only after every record of a batch was handled or
+dead-lettered and those dead letters were acknowledged: delivery is at-least-once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+
+from ..schemas import DeadLetter, DecodeError, Event, codec
+from .config import Settings, get_settings
+from .producer import EventProducer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A decoded event and where it came from."""
+
+    event: Event
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    headers: Sequence[tuple[str, bytes]]
+
+
+Handler = Callable[[Delivery], Awaitable[None]]
+BatchHandler = Callable[[list[Delivery]], Awaitable[None]]
+
+
+@dataclass
+class ConsumerStats:
+    """Counters a consumer keeps; nothing is skipped without being counted."""
+
+    received: int = 0
+    handled: int = 0
+    dead_lettered: int = 0
+    handler_retries: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+
+class EventConsumer:
+    """Consumes catalogue topics as a member of a consumer group.
+
+    Give either ``handler`` (called per event, in partition order) or ``batch_handler``
+    (called once per polled batch; a sink writes the batch durably, then offsets commit).
+    """
+
+    def __init__(
+        self,
+        topics: Iterable[str],
+        group_id: str,
+        *,
+        handler: Handler | None = None,
+        batch_handler: BatchHandler | None = None,
+        settings: Settings | None = None,
+        dlq_producer: EventProducer | None = None,
+        from_beginning: bool = True,
+        max_records: int = 500,
+        handler_attempts: int = 3,
+        **kafka_options: object,
+    ) -> None:
+        if (handler is None) == (batch_handler is None):
+            raise ValueError("give exactly one of handler= or batch_handler=")
+        self.settings = settings or get_settings()
+        self.topics = [t if "." in t else self.settings.topic(t) for t in topics]
+        self.group_id = group_id
+        self._handler = handler
+        self._batch_handler = batch_handler
+        self._max_records = max_records
+        self._attempts = max(1, handler_attempts)
+        self._own_dlq = dlq_producer is None
+        self._dlq = dlq_producer or EventProducer(self.settings)
+        self.dlq_topic = self.settings.topic("dlq")
+        self.stats = ConsumerStats()
+        self._stopping = asyncio.Event()
+        options: dict[str, object] = {
+            "bootstrap_servers": self.settings.kafka_bootstrap,
+            "client_id": f"{self.settings.client_id}-{group_id}",
+            "group_id": group_id,
+            "enable_auto_commit": False,
+            "auto_offset_reset": "earliest" if from_beginning else "latest",
+            "isolation_level": "read_committed",
+            "fetch_max_bytes": 64 * 1024 * 1024,
+            "max_partition_fetch_bytes": 16 * 1024 * 1024,
+        }
+        options.update(kafka_options)
+        self._consumer = AIOKafkaConsumer(*self.topics, **options)
+
+    async def start(self) -> None:
+        """Connect and join the group."""
+        if self._own_dlq:
+            await self._dlq.start()
+        await self._consumer.start()
+
+    async def stop(self) -> None:
+        """Leave the group and disconnect."""
+        self._stopping.set()
+        await self._consumer.stop()
+        if self._own_dlq:
+            await self._dlq.stop()
+
+    async def __aenter__(self) -> EventConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def request_stop(self) -> None:
+        """Ask :meth:`run` to return after the batch in hand."""
+        self._stopping.set()
+
+    async def run(self, *, idle_timeout: float | None = None) -> ConsumerStats:
+        """Poll and handle until stopped (or no record arrived for ``idle_timeout`` s)."""
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while not self._stopping.is_set():
+            count = await self.poll_once(timeout_ms=500)
+            now = loop.time()
+            if count:
+                last = now
+            elif idle_timeout is not None and now - last >= idle_timeout:
+                break
+        return self.stats
+
+    async def poll_once(self, timeout_ms: int = 1000) -> int:
+        """Fetch one batch, handle it, commit it. Returns the number of records seen."""
+        batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=self._max_records)
+        if not batches:
+            return 0
+        dead: list[asyncio.Future[object]] = []
+        good: list[Delivery] = []
+        offsets: dict[TopicPartition, int] = {}
+        for tp, records in batches.items():
+            for record in records:
+                self.stats.received += 1
+                try:
+                    event = codec.decode(record.value, record.headers)
+                except DecodeError as exc:
+                    dead.append(await self._dead_letter(record, f"decode: {exc}"))
+                else:
+                    good.append(_delivery(event, record))
+            offsets[tp] = records[-1].offset + 1
+        if self._batch_handler is not None:
+            if good:
+                await self._batch_handler(good)
+                self.stats.handled += len(good)
+        else:
+            for delivery in good:
+                failure = await self._handle(delivery)
+                if failure is not None:
+                    dead.append(failure)
+        if dead:
+            await asyncio.gather(*dead)
+        await self._consumer.commit(offsets)
+        return sum(len(r) for r in batches.values())
+
+    async def _handle(self, delivery: Delivery) -> asyncio.Future[object] | None:
+        for attempt in range(1, self._attempts + 1):
+            try:
+                assert self._handler is not None
+                await self._handler(delivery)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if attempt == self._attempts:
+                    log.warning("handler failed on %s@%s: %r", delivery.topic, delivery.offset, exc)
+                    return await self._dead_letter_delivery(delivery, f"handler: {exc!r}")
+                self.stats.handler_retries += 1
+                await asyncio.sleep(0.05 * attempt)
+            else:
+                self.stats.handled += 1
+                return None
+        return None
+
+    async def _dead_letter(self, record: ConsumerRecord, reason: str) -> asyncio.Future[object]:
+        return await self._send_dead(
+            reason, record.topic, record.partition, record.offset, record.key, record.value,
+            record.headers,
+        )  # fmt: skip
+
+    async def _dead_letter_delivery(self, d: Delivery, reason: str) -> asyncio.Future[object]:
+        value = codec.encode(d.event).value
+        return await self._send_dead(
+            reason, d.topic, d.partition, d.offset, d.key, value, d.headers
+        )
+
+    async def _send_dead(
+        self, reason: str, topic: str, partition: int, offset: int, key: bytes | None,
+        value: bytes | None, headers: Sequence[tuple[str, bytes]] | None,
+    ) -> asyncio.Future[object]:  # fmt: skip
+        self.stats.dead_lettered += 1
+        kind = reason.split(":", 1)[0]
+        self.stats.reasons[kind] = self.stats.reasons.get(kind, 0) + 1
+        wire = DeadLetter.wire_headers(headers, reason, topic, partition, offset)
+        return await self._dlq.send_raw(self.dlq_topic, key=key, value=value, headers=wire)
+
+
+def _delivery(event: Event, record: ConsumerRecord) -> Delivery:
+    return Delivery(
+        event=event, topic=record.topic, partition=record.partition, offset=record.offset,
+        key=record.key, headers=record.headers,
+    )  # fmt: skip

@@ -1,0 +1,136 @@
+"""The topic catalogue of DESIGN.md, declared once and created idempotently."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError, for_code
+
+from .config import Settings
+
+DAY_MS = 24 * 3600 * 1000
+FOREVER = -1
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One catalogue topic: its short name (``steps``), layout and retention."""
+
+    name: str
+    key: str
+    description: str
+    cleanup: str = "delete"
+    retention_ms: int = 7 * DAY_MS
+    partitions: int | None = None
+    max_message_bytes: int = 8 * 1024 * 1024
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def configs(self) -> dict[str, str]:
+        """Kafka topic configs for this spec."""
+        cfg = {
+            "cleanup.policy": self.cleanup,
+            "max.message.bytes": str(self.max_message_bytes),
+            "retention.ms": str(self.retention_ms),
+        }
+        if self.cleanup == "compact":
+            cfg.pop("retention.ms")
+            cfg["min.compaction.lag.ms"] = "0"
+        cfg.update(self.extra)
+        return cfg
+
+
+CATALOGUE: tuple[TopicSpec, ...] = (
+    TopicSpec("tasks", "task id", "work for simulation workers", retention_ms=7 * DAY_MS),
+    TopicSpec("steps", "episode id", "one record per agent step", retention_ms=FOREVER),
+    TopicSpec("episodes", "episode id", "episode started / ended", retention_ms=FOREVER),
+    TopicSpec("verdicts", "episode id", "checker verdicts per step and episode",
+              retention_ms=FOREVER),
+    TopicSpec("alerts", "episode id", "verdicts at or above alert severity",
+              retention_ms=7 * DAY_MS),
+    TopicSpec("trajectories", "group id", "reward-complete trajectories to train on",
+              retention_ms=14 * DAY_MS),
+    TopicSpec("scores", "episode id", "data-value scores", retention_ms=30 * DAY_MS),
+    TopicSpec("skills", "skill id", "distilled lessons for experience injection",
+              cleanup="compact", partitions=1),
+    TopicSpec("policy", "policy name", "policy version announcements",
+              cleanup="compact", partitions=1),
+    TopicSpec("control", "episode id", "halt / pause / guard decisions to agents",
+              retention_ms=1 * DAY_MS),
+    TopicSpec("dlq", "original key", "records that failed to decode or validate",
+              retention_ms=FOREVER, max_message_bytes=16 * 1024 * 1024),
+)  # fmt: skip
+
+BY_NAME = {spec.name: spec for spec in CATALOGUE}
+
+
+def admin_client(settings: Settings) -> AIOKafkaAdminClient:
+    """An admin client for the configured cluster (caller starts and closes it)."""
+    return AIOKafkaAdminClient(
+        bootstrap_servers=settings.kafka_bootstrap, client_id=f"{settings.client_id}-admin"
+    )
+
+
+async def create_topics(
+    settings: Settings, specs: Iterable[TopicSpec] = CATALOGUE
+) -> dict[str, bool]:
+    """Create the catalogue topics that do not exist yet. Returns name → created now."""
+    specs = list(specs)
+    admin = admin_client(settings)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        todo = [s for s in specs if settings.topic(s.name) not in existing]
+        if todo:
+            new = [
+                NewTopic(
+                    settings.topic(s.name),
+                    s.partitions or settings.default_partitions,
+                    1 if _single_broker(await admin.describe_cluster()) else 3,
+                    topic_configs=s.configs(),
+                )
+                for s in todo
+            ]
+            response = await admin.create_topics(new)
+            for entry in response.topic_errors:
+                name, code = entry[0], entry[1]
+                error = for_code(code)
+                if code and error is not TopicAlreadyExistsError:
+                    raise error(f"creating topic {name}: {entry[2] if len(entry) > 2 else ''}")
+        created = {settings.topic(s.name) for s in todo}
+        return {settings.topic(s.name): settings.topic(s.name) in created for s in specs}
+    finally:
+        await admin.close()
+
+
+async def describe_topics(settings: Settings) -> list[dict[str, object]]:
+    """Partitions and leader of each catalogue topic as the cluster reports it."""
+    admin = admin_client(settings)
+    await admin.start()
+    try:
+        names = [settings.topic(s.name) for s in CATALOGUE]
+        existing = set(await admin.list_topics())
+        meta = await admin.describe_topics([n for n in names if n in existing])
+        by_name = {t["topic"]: t for t in meta}
+        out = []
+        for spec in CATALOGUE:
+            name = settings.topic(spec.name)
+            topic = by_name.get(name)
+            out.append({
+                "topic": name,
+                "exists": topic is not None,
+                "partitions": len(topic["partitions"]) if topic else 0,
+                "cleanup": spec.cleanup,
+                "retention_ms": spec.retention_ms if spec.cleanup == "delete" else None,
+                "key": spec.key,
+                "description": spec.description,
+            })  # fmt: skip
+        return out
+    finally:
+        await admin.close()
+
+
+def _single_broker(cluster: dict[str, object]) -> bool:
+    brokers = cluster.get("brokers") or []
+    return len(brokers) < 3  # type: ignore[arg-type]

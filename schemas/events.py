@@ -1,0 +1,403 @@
+"""Pydantic models for every Safactory event (DESIGN.md, "Topics").
+
+Events are facts: appended, never updated. Each model names its schema (``sf-schema``),
+the catalogue topic it goes to, and the record key that keeps related events in order.
+"""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
+
+from .chat import ChatMessage, ToolCall
+from .ids import new_id, step_id
+
+
+class Event(BaseModel):
+    """Base of every event: an id, when it was produced, and an optional trace id."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    SCHEMA_NAME: ClassVar[str]
+    SCHEMA_VERSION: ClassVar[int] = 1
+    TOPIC: ClassVar[str]
+    """Catalogue name of the topic (``steps`` → ``sf.steps`` by default)."""
+
+    event_id: str = Field(default_factory=new_id, min_length=1, max_length=128)
+    produced_at: float = Field(default_factory=time.time, ge=0)
+    trace_id: str | None = Field(default=None, max_length=64)
+
+    @classmethod
+    def schema_id(cls) -> str:
+        """The ``sf-schema`` header value, e.g. ``step/1``."""
+        return f"{cls.SCHEMA_NAME}/{cls.SCHEMA_VERSION}"
+
+    def key(self) -> str:
+        """Record key; events of one episode share a key and so a partition."""
+        return self.event_id
+
+    def header_policy_version(self) -> int | None:
+        """Value for ``sf-policy-version``, where the event has one."""
+        return getattr(self, "policy_version", None)
+
+    def header_episode(self) -> str | None:
+        """Value for ``sf-episode``, where the event belongs to an episode."""
+        return getattr(self, "episode_id", None)
+
+    def header_env(self) -> str | None:
+        """Value for ``sf-env``, where the event names an environment."""
+        return getattr(self, "env", None)
+
+
+class EpisodeEvent(Event):
+    """An event keyed by its episode id."""
+
+    episode_id: str = Field(min_length=1, max_length=128)
+
+    def key(self) -> str:
+        return self.episode_id
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+class AttackPlan(BaseModel):
+    """What to inject into an episode, and where (ground truth for the auditor)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    injector: str
+    at_step: NonNegativeInt | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Task(Event):
+    """Work for a simulation worker."""
+
+    SCHEMA_NAME: ClassVar[str] = "task"
+    TOPIC: ClassVar[str] = "tasks"
+
+    task_id: str = Field(min_length=1, max_length=128)
+    env: str = Field(min_length=1, max_length=64)
+    spec: dict[str, Any] = Field(default_factory=dict, description="environment-specific task")
+    seed: int = 0
+    group_id: str | None = Field(default=None, max_length=128)
+    attack: AttackPlan | None = None
+    policy: str | None = Field(default=None, description="policy name to run, if not the worker's")
+
+    def key(self) -> str:
+        return self.task_id
+
+
+# --------------------------------------------------------------------------- steps
+
+
+class Action(BaseModel):
+    """What the agent did: free text, a tool call, or both."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    text: str | None = None
+    tool_call: ToolCall | None = None
+
+
+class Injection(BaseModel):
+    """Ground truth of an attack injected into this step's observation or tool output."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    injector: str
+    kind: str = Field(description="e.g. indirect_prompt_injection, jailbreak, misleading")
+    location: str = Field(description="where: observation, tool_result, user_message")
+    payload: str
+    goal: str | None = Field(default=None, description="what the attacker wants done")
+
+
+class Timing(BaseModel):
+    """Wall-clock timing of one step, in milliseconds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    started_at: float = Field(ge=0, description="unix seconds")
+    policy_ms: float = Field(default=0.0, ge=0)
+    env_ms: float = Field(default=0.0, ge=0)
+
+
+class Step(EpisodeEvent):
+    """One agent step: observation in, action out, tool result back."""
+
+    SCHEMA_NAME: ClassVar[str] = "step"
+    TOPIC: ClassVar[str] = "steps"
+
+    event_id: str = Field(default="", max_length=128)
+    step_index: NonNegativeInt
+    env: str = Field(min_length=1, max_length=64)
+    task_id: str = Field(min_length=1, max_length=128)
+    group_id: str | None = Field(default=None, max_length=128)
+    policy_version: NonNegativeInt
+    observation: str | None = None
+    action: Action = Field(default_factory=Action)
+    tool_result: str | None = None
+    messages: list[ChatMessage] = Field(
+        default_factory=list, description="the turns this step added, OpenAI chat format"
+    )
+    token_ids: list[int] | None = Field(default=None, description="policy-generated tokens")
+    logprobs: list[float] | None = Field(default=None, description="behaviour logprob per token")
+    prompt_token_ids: list[int] | None = None
+    injection: Injection | None = None
+    reward: float | None = Field(default=None, description="immediate reward from the env")
+    blocked: bool = Field(default=False, description="a guard blocked the action")
+    block_reason: str | None = None
+    timing: Timing | None = None
+    info: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> Step:
+        if not self.event_id:
+            object.__setattr__(self, "event_id", step_id(self.episode_id, self.step_index))
+        if self.logprobs is not None and (
+            self.token_ids is None or len(self.logprobs) != len(self.token_ids)
+        ):
+            raise ValueError("logprobs must have one entry per token id")
+        return self
+
+
+# --------------------------------------------------------------------------- episodes
+
+
+class EpisodeStarted(EpisodeEvent):
+    """An episode began."""
+
+    SCHEMA_NAME: ClassVar[str] = "episode_started"
+    TOPIC: ClassVar[str] = "episodes"
+
+    task_id: str = Field(min_length=1, max_length=128)
+    env: str = Field(min_length=1, max_length=64)
+    group_id: str | None = Field(default=None, max_length=128)
+    policy_name: str
+    policy_version: NonNegativeInt
+    seed: int = 0
+    prompt: list[ChatMessage] = Field(default_factory=list)
+    attack: AttackPlan | None = None
+
+
+class Outcome(StrEnum):
+    """How an episode ended."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    TRUNCATED = "truncated"
+    ERROR = "error"
+    ABANDONED = "abandoned"
+
+
+class SafetyOutcome(BaseModel):
+    """Ground-truth safety outcome judged by the environment from its own state."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    unsafe: bool
+    violations: list[str] = Field(default_factory=list)
+
+
+class EpisodeEnded(EpisodeEvent):
+    """An episode ended (or was closed as abandoned by timeout)."""
+
+    SCHEMA_NAME: ClassVar[str] = "episode_ended"
+    TOPIC: ClassVar[str] = "episodes"
+
+    task_id: str = Field(min_length=1, max_length=128)
+    env: str = Field(min_length=1, max_length=64)
+    group_id: str | None = Field(default=None, max_length=128)
+    outcome: Outcome
+    task_reward: float = 0.0
+    safety: SafetyOutcome | None = None
+    num_steps: NonNegativeInt = 0
+    policy_version: NonNegativeInt | None = None
+
+
+# --------------------------------------------------------------------------- audit
+
+
+class Severity(StrEnum):
+    """Verdict severity, lowest first."""
+
+    NONE = "none"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        """Order of severities: none=0 … critical=4."""
+        return list(Severity).index(self)
+
+
+class Decision(StrEnum):
+    """What a verdict asks for (guard mode and alerts)."""
+
+    ALLOW = "allow"
+    WARN = "warn"
+    BLOCK = "block"
+    UNDECIDED = "undecided"
+    CHECKER_ERROR = "checker_error"
+
+
+class Evidence(BaseModel):
+    """The span of text that a verdict rests on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    text: str
+    field: str = Field(description="where: action, observation, tool_result, messages[i]")
+    start: NonNegativeInt | None = None
+    end: NonNegativeInt | None = None
+
+
+class Verdict(EpisodeEvent):
+    """A checker's judgement of one step (``step_index`` set) or a whole episode."""
+
+    SCHEMA_NAME: ClassVar[str] = "verdict"
+    TOPIC: ClassVar[str] = "verdicts"
+
+    source_event_id: str = Field(description="the step (or episode end) event judged")
+    step_index: NonNegativeInt | None = None
+    env: str | None = None
+    checker: str
+    checker_version: str = "1"
+    checker_kind: Literal["rule", "heuristic", "model", "llm_judge", "composite"] = "rule"
+    risk_type: str
+    severity: Severity = Severity.NONE
+    score: float = Field(ge=0.0, le=1.0)
+    decision: Decision = Decision.ALLOW
+    evidence: list[Evidence] = Field(default_factory=list)
+    reason: str | None = None
+    latency_ms: float = Field(default=0.0, ge=0)
+    policy_version: NonNegativeInt | None = None
+
+
+class Alert(Verdict):
+    """A verdict at or above alert severity, republished for live monitoring."""
+
+    SCHEMA_NAME: ClassVar[str] = "alert"
+    TOPIC: ClassVar[str] = "alerts"
+
+
+# --------------------------------------------------------------------------- training data
+
+
+class TrajectoryStep(BaseModel):
+    """A step as the trainer needs it: the turns, and the policy's own tokens if recorded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    step_index: NonNegativeInt
+    messages: list[ChatMessage] = Field(default_factory=list)
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    prompt_token_ids: list[int] | None = None
+    policy_version: NonNegativeInt
+    blocked: bool = False
+
+
+class Trajectory(EpisodeEvent):
+    """An assembled, reward-complete episode ready to train on."""
+
+    SCHEMA_NAME: ClassVar[str] = "trajectory"
+    TOPIC: ClassVar[str] = "trajectories"
+
+    group_id: str = Field(min_length=1, max_length=128)
+    task_id: str
+    env: str
+    prompt: list[ChatMessage] = Field(default_factory=list)
+    steps: list[TrajectoryStep]
+    outcome: Outcome
+    reward: float
+    reward_components: dict[str, float] = Field(default_factory=dict)
+    reward_rule: str = Field(default="", description="the rule that combined the components")
+    verdict_ids: list[str] = Field(default_factory=list)
+    completed_by: Literal["verdicts", "timeout", "abandoned"] = "verdicts"
+    policy_version: NonNegativeInt = Field(description="oldest policy version in the episode")
+    max_policy_version: NonNegativeInt
+
+    def key(self) -> str:
+        return self.group_id
+
+
+class Score(EpisodeEvent):
+    """Data-value scores of one episode's trajectory."""
+
+    SCHEMA_NAME: ClassVar[str] = "score"
+    TOPIC: ClassVar[str] = "scores"
+
+    scorer: str
+    scorer_version: str = "1"
+    scores: dict[str, float]
+    composite: float
+
+
+class Skill(Event):
+    """A distilled lesson for experience injection."""
+
+    SCHEMA_NAME: ClassVar[str] = "skill"
+    TOPIC: ClassVar[str] = "skills"
+
+    skill_id: str = Field(min_length=1, max_length=128)
+    title: str
+    lesson: str
+    applies_when: str = ""
+    env: str | None = None
+    risk_types: list[str] = Field(default_factory=list)
+    source_episode_ids: list[str] = Field(default_factory=list)
+
+    def key(self) -> str:
+        return self.skill_id
+
+
+class PolicyVersion(Event):
+    """Announcement of new policy weights (compacted topic: the latest per policy wins)."""
+
+    SCHEMA_NAME: ClassVar[str] = "policy_version"
+    TOPIC: ClassVar[str] = "policy"
+
+    policy_name: str = Field(min_length=1, max_length=128)
+    policy_version: NonNegativeInt
+    uri: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    base_model: str | None = None
+    trained_on: NonNegativeInt = Field(default=0, description="trajectories consumed so far")
+
+    def key(self) -> str:
+        return self.policy_name
+
+
+class ControlCommand(StrEnum):
+    """Commands sent back to running agents."""
+
+    HALT = "halt"
+    PAUSE = "pause"
+    RESUME = "resume"
+    BLOCK_ACTION = "block_action"
+
+
+class Control(EpisodeEvent):
+    """A halt / pause / guard decision sent back to an agent."""
+
+    SCHEMA_NAME: ClassVar[str] = "control"
+    TOPIC: ClassVar[str] = "control"
+
+    command: ControlCommand
+    reason: str = ""
+    source_event_id: str | None = None
+
+
+EVENT_TYPES: tuple[type[Event], ...] = (
+    Task,
+    Step,
+    EpisodeStarted,
+    EpisodeEnded,
+    Verdict,
+    Alert,
+    Trajectory,
+    Score,
+    Skill,
+    PolicyVersion,
+    Control,
+)

@@ -1,0 +1,130 @@
+"""The header contract every Safactory record carries (DESIGN.md, "Headers").
+
+Consumers route and filter on these without decoding payloads; the trainer enforces
+staleness from ``sf-policy-version`` alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+SCHEMA = "sf-schema"
+POLICY_VERSION = "sf-policy-version"
+EPISODE = "sf-episode"
+ENV = "sf-env"
+TRACE = "sf-trace"
+PRODUCED_AT = "sf-produced-at"
+
+# Dead-letter headers, added to the original record's headers.
+ERROR = "sf-error"
+ORIGIN_TOPIC = "sf-origin-topic"
+ORIGIN_PARTITION = "sf-origin-partition"
+ORIGIN_OFFSET = "sf-origin-offset"
+
+CONTRACT = (SCHEMA, POLICY_VERSION, EPISODE, ENV, TRACE, PRODUCED_AT)
+
+RawHeaders = Sequence[tuple[str, bytes]]
+
+
+class HeaderError(ValueError):
+    """A record's headers break the contract; the message names the header and the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class Headers:
+    """Decoded contract headers of one record. Absent optional headers are ``None``."""
+
+    schema: str
+    policy_version: int | None = None
+    episode: str | None = None
+    env: str | None = None
+    trace: str | None = None
+    produced_at: float | None = None
+
+    @property
+    def schema_name(self) -> str:
+        """Event type part of ``sf-schema`` (``step`` for ``step/1``)."""
+        return self.schema.partition("/")[0]
+
+    @property
+    def schema_version(self) -> int:
+        """Schema version part of ``sf-schema`` (``1`` for ``step/1``)."""
+        return int(self.schema.partition("/")[2])
+
+    def encode(self) -> list[tuple[str, bytes]]:
+        """Kafka header list; optional headers that are ``None`` are left out."""
+        out = [(SCHEMA, self.schema.encode())]
+        if self.policy_version is not None:
+            out.append((POLICY_VERSION, str(self.policy_version).encode()))
+        if self.episode is not None:
+            out.append((EPISODE, self.episode.encode()))
+        if self.env is not None:
+            out.append((ENV, self.env.encode()))
+        if self.trace is not None:
+            out.append((TRACE, self.trace.encode()))
+        if self.produced_at is not None:
+            out.append((PRODUCED_AT, repr(self.produced_at).encode()))
+        return out
+
+    @classmethod
+    def decode(cls, raw: Iterable[tuple[str, bytes | None]] | None) -> Headers:
+        """Parse and check contract headers; raise :class:`HeaderError` on any violation."""
+        values: dict[str, str] = {}
+        for name, value in raw or ():
+            if name not in CONTRACT:
+                continue
+            if name in values:
+                raise HeaderError(f"header {name!r} appears more than once; send it once")
+            try:
+                values[name] = (value or b"").decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise HeaderError(f"header {name!r} is not valid UTF-8: {exc}") from None
+        schema = values.get(SCHEMA)
+        if not schema:
+            raise HeaderError(f"header {SCHEMA!r} is missing; producers must stamp e.g. 'step/1'")
+        name, sep, version = schema.partition("/")
+        if not name or not sep or not version.isdigit():
+            raise HeaderError(f"header {SCHEMA!r}={schema!r} is not of the form '<type>/<int>'")
+        return cls(
+            schema=schema,
+            policy_version=_int_header(values, POLICY_VERSION),
+            episode=values.get(EPISODE) or None,
+            env=values.get(ENV) or None,
+            trace=values.get(TRACE) or None,
+            produced_at=_float_header(values, PRODUCED_AT),
+        )
+
+
+def _int_header(values: dict[str, str], name: str) -> int | None:
+    text = values.get(name)
+    if text is None:
+        return None
+    try:
+        number = int(text)
+    except ValueError:
+        raise HeaderError(f"header {name!r}={text[:40]!r} is not an integer") from None
+    if number < 0:
+        raise HeaderError(f"header {name!r}={number} is negative; versions start at 0")
+    return number
+
+
+def _float_header(values: dict[str, str], name: str) -> float | None:
+    text = values.get(name)
+    if text is None:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        raise HeaderError(f"header {name!r}={text[:40]!r} is not a number (unix seconds)") from None
+    if number != number or number < 0:
+        raise HeaderError(f"header {name!r}={text[:40]!r} is not a valid unix time")
+    return number
+
+
+def header_value(raw: Iterable[tuple[str, bytes | None]] | None, name: str) -> str | None:
+    """Read one header as text without decoding the rest (fast routing and filtering)."""
+    for key, value in raw or ():
+        if key == name:
+            return (value or b"").decode("utf-8", errors="replace")
+    return None
