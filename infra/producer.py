@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.partitioner import murmur2
+from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import RecordMetadata
 
 from ..schemas import Event, codec
@@ -34,6 +36,8 @@ class EventProducer:
         }
         options.update(kafka_options)
         self._producer = AIOKafkaProducer(**options)
+        self._partitions: dict[str, list[int]] = {}
+        self._placement: dict[tuple[str, bytes], int] = {}
 
     async def start(self) -> None:
         """Connect to the cluster."""
@@ -76,9 +80,59 @@ class EventProducer:
     async def publish_many(
         self, events: Iterable[Event], *, topic: str | None = None
     ) -> list[RecordMetadata]:
-        """Send many events pipelined and wait for every ack, in order."""
-        futures = [await self.send(e, topic=topic) for e in events]
-        return list(await asyncio.gather(*futures))
+        """Send many events as record batches and wait for every ack.
+
+        Events are placed by key exactly as :meth:`send` places them (murmur2, as the Java
+        client), so one episode stays ordered in one partition. Returns one RecordMetadata per
+        event, in input order. Much cheaper per event than :meth:`send` for bulk publishing.
+        """
+        open_batches: dict[tuple[str, int], tuple[BatchBuilder, int, int]] = {}
+        sent: dict[tuple[str, int, int], asyncio.Future[RecordMetadata]] = {}
+        placed: list[tuple[str, int, int, int]] = []
+        for event in events:
+            record = codec.encode(event)
+            name = topic or self.topic_of(event)
+            partition = await self._partition_of(name, record.key)
+            builder, serial, count = open_batches.get((name, partition)) or (
+                self._producer.create_batch(), 0, 0,
+            )  # fmt: skip
+            if builder.append(timestamp=None, key=record.key, value=record.value,
+                              headers=record.headers) is None:  # fmt: skip
+                sent[(name, partition, serial)] = await self._producer.send_batch(
+                    builder, name, partition=partition
+                )
+                builder, serial, count = self._producer.create_batch(), serial + 1, 0
+                if builder.append(timestamp=None, key=record.key, value=record.value,
+                                  headers=record.headers) is None:  # fmt: skip
+                    raise ValueError(f"event {event.event_id} is larger than a record batch")
+            placed.append((name, partition, serial, count))
+            open_batches[(name, partition)] = (builder, serial, count + 1)
+        for (name, partition), (builder, serial, _) in open_batches.items():
+            sent[(name, partition, serial)] = await self._producer.send_batch(
+                builder, name, partition=partition
+            )
+        acks = dict(zip(sent, await asyncio.gather(*sent.values()), strict=True))
+        return [
+            acks[(name, partition, serial)]._replace(
+                offset=acks[(name, partition, serial)].offset + i
+            )
+            for name, partition, serial, i in placed
+        ]
+
+    async def _partition_of(self, topic: str, key: bytes) -> int:
+        partitions = self._partitions.get(topic)
+        if partitions is None:
+            partitions = self._partitions[topic] = sorted(
+                await self._producer.partitions_for(topic)
+            )
+        cached = self._placement.get((topic, key))
+        if cached is None:
+            cached = self._placement[(topic, key)] = partitions[
+                (murmur2(key) & 0x7FFFFFFF) % len(partitions)
+            ]
+            if len(self._placement) > 100_000:
+                self._placement.clear()
+        return cached
 
     async def send_raw(
         self, topic: str, *, key: bytes | None, value: bytes | None,

@@ -55,7 +55,9 @@ class StalenessController:
     def consume(self, trainer_version: int, trajectory_version: int) -> bool:
         """:meth:`is_fresh`, and count the outcome in :attr:`accepted` or :attr:`skipped`."""
         lag = trainer_version - trajectory_version
-        bucket = self.accepted if self.is_fresh(trainer_version, trajectory_version) else self.skipped
+        bucket = (
+            self.accepted if self.is_fresh(trainer_version, trajectory_version) else self.skipped
+        )
         bucket[lag] = bucket.get(lag, 0) + 1
         return bucket is self.accepted
 

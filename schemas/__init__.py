@@ -1,7 +1,7 @@
 """The event contract: pydantic models for every event, the header contract, the codec."""
 
 from .chat import ChatMessage, FunctionCall, ToolCall, ToolSchema
-from .codec import DecodeError, EncodedRecord, decode, encode, event_type, headers_for, register
+from .codec import DecodeError, EncodedRecord, decode, encode, event_type, register
 from .dead_letter import DeadLetter
 from .events import (
     EVENT_TYPES,
@@ -72,7 +72,6 @@ __all__ = [
     "derive_id",
     "encode",
     "event_type",
-    "headers_for",
     "new_id",
     "register",
     "step_id",

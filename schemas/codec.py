@@ -24,7 +24,7 @@ class DecodeError(ValueError):
     """A record could not be decoded: the message says which field and why."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EncodedRecord:
     """What goes on the wire for one event."""
 
@@ -50,25 +50,33 @@ def event_type(schema: str) -> type[Event]:
         ) from None
 
 
-def headers_for(event: Event) -> h.Headers:
-    """The contract headers an event is stamped with."""
-    return h.Headers(
-        schema=event.schema_id(),
-        policy_version=event.header_policy_version(),
-        episode=event.header_episode(),
-        env=event.header_env(),
-        trace=event.trace_id,
-        produced_at=event.produced_at,
-    )
-
-
 def encode(event: Event) -> EncodedRecord:
     """Serialise an event to key, JSON value and contract headers."""
+    headers = [(h.SCHEMA, _schema_bytes(type(event)))]
+    if (version := event.header_policy_version()) is not None:
+        headers.append((h.POLICY_VERSION, b"%d" % version))
+    if (episode := event.header_episode()) is not None:
+        headers.append((h.EPISODE, episode.encode()))
+    if (env := event.header_env()) is not None:
+        headers.append((h.ENV, env.encode()))
+    if event.trace_id is not None:
+        headers.append((h.TRACE, event.trace_id.encode()))
+    headers.append((h.PRODUCED_AT, repr(event.produced_at).encode()))
     return EncodedRecord(
         key=event.key().encode(),
         value=event.__pydantic_serializer__.to_json(event),
-        headers=headers_for(event).encode(),
+        headers=headers,
     )
+
+
+def _schema_bytes(cls: type[Event]) -> bytes:
+    cached = _SCHEMA_BYTES.get(cls)
+    if cached is None:
+        cached = _SCHEMA_BYTES[cls] = cls.schema_id().encode()
+    return cached
+
+
+_SCHEMA_BYTES: dict[type[Event], bytes] = {}
 
 
 def decode(value: bytes | None, raw_headers: h.RawHeaders | None) -> Event:
@@ -102,11 +110,10 @@ def describe_validation_error(cls: type[Event], exc: ValidationError) -> str:
 
 
 def _check_agreement(event: Event, hdrs: h.Headers) -> None:
-    expected = headers_for(event)
     for name, got, want in (
-        (h.POLICY_VERSION, hdrs.policy_version, expected.policy_version),
-        (h.EPISODE, hdrs.episode, expected.episode),
-        (h.ENV, hdrs.env, expected.env),
+        (h.POLICY_VERSION, hdrs.policy_version, event.header_policy_version()),
+        (h.EPISODE, hdrs.episode, event.header_episode()),
+        (h.ENV, hdrs.env, event.header_env()),
     ):
         if got != want:
             raise DecodeError(

@@ -31,7 +31,7 @@ class HeaderError(ValueError):
     """A record's headers break the contract; the message names the header and the fix."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Headers:
     """Decoded contract headers of one record. Absent optional headers are ``None``."""
 
@@ -70,55 +70,64 @@ class Headers:
     @classmethod
     def decode(cls, raw: Iterable[tuple[str, bytes | None]] | None) -> Headers:
         """Parse and check contract headers; raise :class:`HeaderError` on any violation."""
-        values: dict[str, str] = {}
+        values: dict[str, bytes] = {}
         for name, value in raw or ():
-            if name not in CONTRACT:
-                continue
-            if name in values:
-                raise HeaderError(f"header {name!r} appears more than once; send it once")
-            try:
-                values[name] = (value or b"").decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise HeaderError(f"header {name!r} is not valid UTF-8: {exc}") from None
-        schema = values.get(SCHEMA)
+            if name in _CONTRACT_SET:
+                if name in values:
+                    raise HeaderError(f"header {name!r} appears more than once; send it once")
+                values[name] = value or b""
+        schema = _text(values, SCHEMA)
         if not schema:
             raise HeaderError(f"header {SCHEMA!r} is missing; producers must stamp e.g. 'step/1'")
         name, sep, version = schema.partition("/")
         if not name or not sep or not version.isdigit():
             raise HeaderError(f"header {SCHEMA!r}={schema!r} is not of the form '<type>/<int>'")
         return cls(
-            schema=schema,
-            policy_version=_int_header(values, POLICY_VERSION),
-            episode=values.get(EPISODE) or None,
-            env=values.get(ENV) or None,
-            trace=values.get(TRACE) or None,
-            produced_at=_float_header(values, PRODUCED_AT),
+            schema,
+            _int_header(values, POLICY_VERSION),
+            _text(values, EPISODE) or None,
+            _text(values, ENV) or None,
+            _text(values, TRACE) or None,
+            _float_header(values, PRODUCED_AT),
         )
 
 
-def _int_header(values: dict[str, str], name: str) -> int | None:
-    text = values.get(name)
-    if text is None:
+_CONTRACT_SET = frozenset(CONTRACT)
+
+
+def _text(values: dict[str, bytes], name: str) -> str | None:
+    raw = values.get(name)
+    if raw is None:
         return None
     try:
-        number = int(text)
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HeaderError(f"header {name!r} is not valid UTF-8: {exc}") from None
+
+
+def _int_header(values: dict[str, bytes], name: str) -> int | None:
+    raw = values.get(name)
+    if raw is None:
+        return None
+    try:
+        number = int(raw)
     except ValueError:
-        raise HeaderError(f"header {name!r}={text[:40]!r} is not an integer") from None
+        raise HeaderError(f"header {name!r}={raw[:40]!r} is not an integer") from None
     if number < 0:
         raise HeaderError(f"header {name!r}={number} is negative; versions start at 0")
     return number
 
 
-def _float_header(values: dict[str, str], name: str) -> float | None:
-    text = values.get(name)
-    if text is None:
+def _float_header(values: dict[str, bytes], name: str) -> float | None:
+    raw = values.get(name)
+    if raw is None:
         return None
     try:
-        number = float(text)
+        number = float(raw)
     except ValueError:
-        raise HeaderError(f"header {name!r}={text[:40]!r} is not a number (unix seconds)") from None
+        raise HeaderError(f"header {name!r}={raw[:40]!r} is not a number (unix seconds)") from None
     if number != number or number < 0:
-        raise HeaderError(f"header {name!r}={text[:40]!r} is not a valid unix time")
+        raise HeaderError(f"header {name!r}={raw[:40]!r} is not a valid unix time")
     return number
 
 

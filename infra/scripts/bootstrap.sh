@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Set up everything Safactory needs on a fresh Debian machine, then reuse it:
+#   system packages (Java 17, Maven, bubblewrap) when missing, a cached virtualenv with the
+#   project's dependencies (torch is large: installed once, reinstalled only when
+#   pyproject.toml's dependencies change), and this checkout installed into it.
+# Source it:  source infra/scripts/bootstrap.sh   → exports SF_HOME, SF_VENV, PATH.
+set -euo pipefail
+
+SF_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export SF_HOME="${SF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/safactory}"
+export SF_VENV="${SF_VENV:-$SF_HOME/venv-py311}"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+mkdir -p "$SF_HOME"
+
+say() { printf '\033[1;34m[safactory]\033[0m %s\n' "$*" >&2; }
+
+missing=()
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+command -v python3.11 >/dev/null 2>&1 || command -v python3 >/dev/null 2>&1 || missing+=(python3)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing system packages: ${missing[*]}"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    say "missing: ${missing[*]} — install them (e.g. sudo apt-get install ${missing[*]}) and rerun"
+    exit 1
+  fi
+fi
+
+PY="$(command -v python3.11 || command -v python3)"
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  say "Python 3.11 is required, found $("$PY" --version 2>&1)"; exit 1
+fi
+
+if [ ! -x "$SF_VENV/bin/python" ]; then
+  say "creating virtualenv $SF_VENV"
+  "$PY" -m venv "$SF_VENV"
+  "$SF_VENV/bin/pip" install -q --upgrade pip setuptools wheel
+fi
+
+# Reinstall dependencies only when they changed (the stamp is a hash of pyproject.toml).
+stamp="$(sha256sum "$SF_ROOT/pyproject.toml" | cut -c1-16)"
+if [ "$(cat "$SF_VENV/.sf-deps" 2>/dev/null)" != "$stamp" ]; then
+  say "installing dependencies into $SF_VENV (the first time takes several minutes: torch)"
+  "$SF_VENV/bin/pip" install -q --progress-bar off -e "$SF_ROOT[dev]"
+  echo "$stamp" > "$SF_VENV/.sf-deps"
+else
+  # Point the cached environment at this checkout (CI clones elsewhere).
+  "$SF_VENV/bin/pip" install -q --no-deps --no-build-isolation -e "$SF_ROOT" >/dev/null
+fi
+export PATH="$SF_VENV/bin:$PATH"
