@@ -124,6 +124,10 @@ class EventConsumer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    def assignment(self) -> set[TopicPartition]:
+        """Partitions this member holds now (empty until the group has been joined)."""
+        return set(self._consumer.assignment())
+
     def request_stop(self) -> None:
         """Ask :meth:`run` to return after the batch in hand."""
         self._stopping.set()
