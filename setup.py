@@ -1,0 +1,36 @@
+"""Maps the top-level folders into one package namespace, ``safactory.<folder>``.
+
+pyproject.toml holds the metadata; this file only lists the packages, subpackages
+included, so a wheel carries every module and `import agents` from other libraries never
+collides with ours (DESIGN.md, "Layout").
+"""
+
+from setuptools import find_packages, setup
+
+FOLDERS = ("cli", "schemas", "infra", "agents", "streams", "sinks", "trainer")
+
+setup(
+    packages=[
+        name
+        for folder in FOLDERS
+        for name in [
+            f"safactory.{folder}",
+            *(f"safactory.{folder}.{p}" for p in find_packages(folder)),
+        ]
+    ],
+    package_dir={f"safactory.{folder}": folder for folder in FOLDERS},
+    package_data={
+        "safactory.infra": ["kafka/*", "scripts/*"],
+        "": [
+            "*.xml",
+            "*.properties",
+            "*.json",
+            "*.jsonl",
+            "*.npz",
+            "*.safetensors",
+            "*.sh",
+            "*.toml",
+            "*.yaml",
+        ]
+    },
+)
