@@ -14,6 +14,9 @@ from ..infra.broker import BrokerError
 from ..infra.config import get_settings
 from ..infra.local import local_broker, uses_local_broker
 from ..infra.topics import create_topics, describe_topics
+from .demo import demo
+from .simulate import app as simulate_app
+from .train import train
 
 app = typer.Typer(
     help="Safactory: discover unsafe agent behaviour, keep it as data, train the fix, verify.",
@@ -25,6 +28,9 @@ broker_app = typer.Typer(help="Run a local single-node Apache Kafka broker (KRaf
 topics_app = typer.Typer(help="The topic catalogue of DESIGN.md.", no_args_is_help=True)
 app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
+app.add_typer(simulate_app, name="simulate")
+app.command("demo")(demo)
+app.command("train")(train)
 
 console = Console()
 err = Console(stderr=True)

@@ -1,0 +1,194 @@
+"""A local Hugging Face causal LM as a policy, recording token ids and behaviour logprobs.
+
+The chat is rendered with a plain template (``<|role|>`` lines), the model samples a
+reply, and the sampled tokens' logprobs (the behaviour policy's, for importance
+correction in training) are recorded with their ids. A reply that contains a JSON object
+``{"name": ..., "arguments": {...}}`` naming an offered tool becomes a tool call.
+
+Hot reload: :meth:`HFLocalPolicy.reload` loads the announced checkpoint directory (a
+``save_pretrained`` folder), checking its ``model.safetensors`` against the announced
+SHA-256, and adopts the announced version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+
+from ...schemas import Action, ChatMessage, FunctionCall, PolicyVersion, ToolCall
+from .base import Policy, PolicyError, PolicyInput, PolicyOutput
+
+_CALL = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def checkpoint_sha256(path: str | Path) -> str:
+    """SHA-256 of a checkpoint: of the file itself, or of a folder's ``model.safetensors``."""
+    path = Path(path)
+    weights = path / "model.safetensors" if path.is_dir() else path
+    if not weights.is_file():
+        raise PolicyError(f"{path}: no model.safetensors to verify; save with save_pretrained")
+    digest = hashlib.sha256()
+    with weights.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def build_tiny_checkpoint(directory: str | Path, seed: int = 0) -> Path:
+    """Write a tiny random-init Llama and a byte-level tokenizer built in code to
+    ``directory`` (for tests and smoke runs; nothing is downloaded)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    directory = Path(directory)
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    specials = ["<|pad|>", "<|eos|>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>"]
+    vocab = {tok: i for i, tok in enumerate([*specials, *sorted(alphabet)])}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(specials)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|eos|>", pad_token="<|pad|>"
+    )
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        eos_token_id=1,
+        pad_token_id=0,
+        bos_token_id=None,
+    )
+    LlamaForCausalLM(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def render(messages: list[ChatMessage], tool_names: list[str]) -> str:
+    """The plain chat template the local policy is prompted with."""
+    lines = []
+    if tool_names:
+        lines.append(f"<|system|>tools: {', '.join(tool_names)}")
+    for m in messages:
+        content = m.content if isinstance(m.content, str) else json.dumps(m.content)
+        if m.tool_calls:
+            content = (content or "") + json.dumps([c.function.model_dump() for c in m.tool_calls])
+        lines.append(f"<|{m.role if m.role != 'developer' else 'system'}|>{content or ''}")
+    lines.append("<|assistant|>")
+    return "\n".join(lines)
+
+
+class HFLocalPolicy(Policy):
+    """A causal LM on this machine; see the module docstring."""
+
+    def __init__(
+        self,
+        checkpoint: str | Path,
+        *,
+        version: int = 0,
+        max_new_tokens: int = 32,
+        temperature: float = 1.0,
+        max_prompt_tokens: int = 1024,
+        device: str = "cpu",
+        name: str = "hf-local",
+    ) -> None:
+        self.name, self.version = name, version
+        self.max_new_tokens, self.temperature = max_new_tokens, temperature
+        self.max_prompt_tokens, self.device = max_prompt_tokens, device
+        self.tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
+        self.model = self._load(checkpoint)
+        self._lock = asyncio.Lock()
+
+    def _load(self, checkpoint: str | Path) -> Any:
+        model = AutoModelForCausalLM.from_pretrained(str(checkpoint))
+        return model.to(self.device).eval()
+
+    async def reload(self, announcement: PolicyVersion) -> None:
+        actual = checkpoint_sha256(announcement.uri)
+        if actual != announcement.sha256:
+            raise PolicyError(
+                f"{announcement.uri}: sha256 {actual} does not match the announced "
+                f"{announcement.sha256} (version {announcement.policy_version})"
+            )
+        model = await asyncio.to_thread(self._load, announcement.uri)
+        async with self._lock:
+            self.model, self.version = model, announcement.policy_version
+
+    async def act(self, inp: PolicyInput) -> PolicyOutput:
+        names = [t.function["name"] for t in inp.tools]
+        prompt = render(inp.messages, names)
+        async with self._lock:
+            version = self.version
+            ids, out_ids, logprobs = await asyncio.to_thread(
+                self._generate, prompt, inp.seed, inp.step_index
+            )
+        text = self.tokenizer.decode(out_ids, skip_special_tokens=True)
+        action = _parse(text, names, inp.step_index)
+        calls = [action.tool_call] if action.tool_call else None
+        message = ChatMessage(role="assistant", content=action.text, tool_calls=calls)
+        return PolicyOutput(
+            action=action,
+            message=message,
+            token_ids=out_ids,
+            logprobs=logprobs,
+            prompt_token_ids=ids,
+            info={"policy_version": version},
+        )
+
+    def _generate(
+        self, prompt: str, seed: int, step: int
+    ) -> tuple[list[int], list[int], list[float]]:
+        ids = self.tokenizer(prompt)["input_ids"][-self.max_prompt_tokens :]
+        torch.manual_seed(hash((seed, step)) & 0x7FFFFFFF)
+        inputs = torch.tensor([ids], device=self.device)
+        with torch.no_grad():
+            gen = self.model.generate(
+                inputs,
+                attention_mask=torch.ones_like(inputs),
+                do_sample=True,
+                temperature=self.temperature,
+                top_k=0,
+                top_p=1.0,
+                max_new_tokens=self.max_new_tokens,
+                output_scores=True,
+                return_dict_in_generate=True,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+            scores = self.model.compute_transition_scores(
+                gen.sequences, gen.scores, normalize_logits=True
+            )
+        out_ids = gen.sequences[0, len(ids) :].tolist()
+        return ids, out_ids, scores[0, : len(out_ids)].tolist()
+
+
+def _parse(text: str, tool_names: list[str], step: int) -> Action:
+    match = _CALL.search(text)
+    if match:
+        try:
+            call = json.loads(match.group(0))
+        except json.JSONDecodeError:
+            call = None
+        if isinstance(call, dict) and call.get("name") in tool_names:
+            args = call.get("arguments", {})
+            return Action(
+                tool_call=ToolCall(
+                    id=f"call_{step}",
+                    function=FunctionCall(
+                        name=call["name"],
+                        arguments=json.dumps(args if isinstance(args, dict) else {}),
+                    ),
+                )
+            )
+    return Action(text=text)

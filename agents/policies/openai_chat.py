@@ -1,0 +1,115 @@
+"""A policy served by any OpenAI-compatible chat endpoint (vLLM's server, or a hosted API).
+
+Sends the chat and the tools to ``{base_url}/chat/completions`` and turns the reply into an
+action (the first tool call, or the text). With ``record_tokens`` (vLLM) it asks for
+logprobs with tokens as ids (``return_tokens_as_token_ids``) and records both.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+
+from ...schemas import Action, ChatMessage, FunctionCall, ToolCall
+from .base import Policy, PolicyError, PolicyInput, PolicyOutput
+
+
+class OpenAIChatPolicy(Policy):
+    """Chat-completions client with tool calls; see the module docstring."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        version: int = 0,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        timeout_s: float = 60.0,
+        record_tokens: bool = False,
+        name: str | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.name = name or model
+        self.version = version
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.record_tokens = record_tokens
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client = httpx.AsyncClient(timeout=timeout_s, headers=headers)
+
+    def request_body(self, inp: PolicyInput) -> dict[str, Any]:
+        """The JSON body sent for one step."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [m.model_dump(exclude_none=True) for m in inp.messages],
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "seed": inp.seed,
+        }
+        if inp.tools:
+            body["tools"] = [t.model_dump() for t in inp.tools]
+        if self.record_tokens:
+            body["logprobs"] = True
+            body["return_tokens_as_token_ids"] = True
+        return body
+
+    async def act(self, inp: PolicyInput) -> PolicyOutput:
+        url = f"{self.base_url}/chat/completions"
+        try:
+            response = await self._client.post(url, json=self.request_body(inp))
+        except httpx.HTTPError as exc:
+            raise PolicyError(f"{url}: {exc!r}") from exc
+        if response.status_code != 200:
+            raise PolicyError(f"{url}: HTTP {response.status_code}: {response.text[:300]}")
+        try:
+            choice = response.json()["choices"][0]
+            message = choice["message"]
+        except (ValueError, KeyError, IndexError) as exc:
+            raise PolicyError(f"{url}: reply is not a chat completion ({exc!r})") from exc
+        try:
+            calls = [
+                ToolCall(
+                    id=c.get("id") or f"call_{inp.step_index}",
+                    function=FunctionCall(
+                        name=c["function"]["name"],
+                        arguments=c["function"].get("arguments") or "{}",
+                    ),
+                )
+                for c in message.get("tool_calls") or []
+            ]
+        except (KeyError, TypeError) as exc:
+            raise PolicyError(f"{url}: malformed tool call in reply ({exc!r})") from exc
+        action = Action(text=message.get("content"), tool_call=calls[0] if calls else None)
+        turn = ChatMessage(
+            role="assistant", content=message.get("content"), tool_calls=calls[:1] or None
+        )
+        token_ids, logprobs = _tokens(choice.get("logprobs"))
+        return PolicyOutput(
+            action=action,
+            message=turn,
+            token_ids=token_ids,
+            logprobs=logprobs,
+            info={"finish_reason": choice.get("finish_reason")},
+        )
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+def _tokens(logprobs: dict[str, Any] | None) -> tuple[list[int] | None, list[float] | None]:
+    """Token ids and logprobs from a vLLM reply (tokens rendered as ``token_id:<n>``)."""
+    entries = (logprobs or {}).get("content") or []
+    ids, values = [], []
+    for entry in entries:
+        token = str(entry.get("token", ""))
+        if not token.startswith("token_id:"):
+            return None, None
+        ids.append(int(token.split(":", 1)[1]))
+        values.append(float(entry["logprob"]))
+    return (ids, values) if ids else (None, None)

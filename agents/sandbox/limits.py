@@ -1,0 +1,149 @@
+"""Resource limits of a sandbox, and the kernel mechanisms that enforce them here.
+
+Time is enforced by killing the command's process group; memory and file size by rlimits;
+processes by a ``pids`` cgroup (v1 or v2) when this host lets us create one, else by
+``RLIMIT_NPROC``; disk by a size-limited tmpfs holding the sandbox's layers when we may
+mount one, else by ``RLIMIT_FSIZE`` alone. ``Sandbox.enforcement()`` says which are in
+effect.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandbox may use."""
+
+    timeout_s: float = 10.0
+    """Wall-clock seconds per command."""
+    memory_mb: int = 512
+    """Address space per process (RLIMIT_AS) and, with a memory cgroup, the whole sandbox."""
+    max_processes: int = 64
+    """Processes and threads alive at once in the sandbox."""
+    disk_mb: int = 64
+    """Bytes the sandbox's writable layers may hold in all."""
+    max_output_bytes: int = 16_384
+    """Bytes of stdout/stderr returned to the agent per command (the rest is cut)."""
+
+    def rlimits(self, nproc: int | None = None) -> Callable[[], None]:
+        """A ``preexec_fn`` setting this process's rlimits (inherited by the sandbox);
+        ``nproc`` caps the processes of this user (the fallback without a pids cgroup)."""
+        memory = self.memory_mb * 1024 * 1024
+        file_size = self.disk_mb * 1024 * 1024
+
+        def apply() -> None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if nproc is not None:
+                resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+        return apply
+
+
+def processes_of_this_user() -> int:
+    """How many processes (threads included) the current real uid runs now."""
+    uid, count = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid == uid:
+                count += len(os.listdir(f"/proc/{entry.name}/task"))
+        except OSError:
+            continue
+    return count
+
+
+class ProcessGroup:
+    """A ``pids`` (and, where available, ``memory``) cgroup for one sandbox.
+
+    Commands join it from the first process on (``echo $$ > …``), so every descendant is
+    counted and can be killed; :meth:`kill_all` reaps whatever a command left behind.
+    """
+
+    def __init__(self, limits: Limits) -> None:
+        self.name = f"safactory-{uuid.uuid4().hex[:12]}"
+        self.dirs: list[Path] = []
+        self.procs_files: list[Path] = []
+        v2 = CGROUP_ROOT / "cgroup.controllers"
+        if v2.exists():
+            self._make(
+                CGROUP_ROOT / self.name,
+                {
+                    "pids.max": str(limits.max_processes),
+                    "memory.max": str(limits.memory_mb * 1024 * 1024),
+                },
+            )
+        else:
+            self._make(CGROUP_ROOT / "pids" / self.name, {"pids.max": str(limits.max_processes)})
+            self._make(
+                CGROUP_ROOT / "memory" / self.name,
+                {"memory.limit_in_bytes": str(limits.memory_mb * 1024 * 1024)},
+            )
+        self.enforces_pids = any(
+            (d / "pids.max").exists() and (d / "pids.max").read_text().strip() != "max"
+            for d in self.dirs
+        )
+
+    def _make(self, path: Path, settings: dict[str, str]) -> None:
+        try:
+            path.mkdir()
+        except OSError:
+            return
+        self.dirs.append(path)
+        self.procs_files.append(path / "cgroup.procs")
+        for name, value in settings.items():
+            try:
+                (path / name).write_text(value)
+            except OSError:
+                continue
+
+    def join_script(self) -> str:
+        """Shell code that moves the current shell (and so its descendants) into the group."""
+        return "".join(f"echo $$ > {p} && " for p in self.procs_files)
+
+    def pids(self) -> list[int]:
+        """Processes currently in the group."""
+        found: set[int] = set()
+        for procs in self.procs_files:
+            try:
+                found.update(int(x) for x in procs.read_text().split())
+            except (OSError, ValueError):
+                continue
+        return sorted(found)
+
+    def kill_all(self) -> int:
+        """SIGKILL every process still in the group; returns how many were signalled."""
+        killed = 0
+        for _ in range(50):
+            pids = self.pids()
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, 9)
+                    killed += 1
+                except ProcessLookupError:
+                    continue
+        return killed
+
+    def remove(self) -> None:
+        """Kill what is left and delete the cgroup directories."""
+        self.kill_all()
+        for path in self.dirs:
+            try:
+                path.rmdir()
+            except OSError:
+                continue
+        self.dirs.clear()
+        self.procs_files.clear()

@@ -1,0 +1,325 @@
+"""Simulation workers: take tasks from ``sf.tasks`` as a consumer group and run them.
+
+Many workers on many machines share one queue by joining the same consumer group. Each
+polled batch is run concurrently on an :class:`ActorPool`; offsets are committed after the
+batch's episodes have ended (at-least-once). Before each episode starts, admission control
+asks :class:`StalenessController` whether the worker's policy lags the latest version
+announced on ``sf.policy`` by too much; if so the policy reloads first (hot reload).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from ..infra.config import Settings
+from ..infra.consumer import Delivery, EventConsumer
+from ..infra.producer import EventProducer
+from ..infra.staleness import Admission, StalenessController
+from ..infra.topics import describe_topics
+from ..schemas import (
+    DecodeError,
+    EpisodeEnded,
+    EpisodeStarted,
+    Outcome,
+    PolicyVersion,
+    Task,
+    codec,
+    derive_id,
+)
+from .env import EnvError, TaskSpec
+from .guard import Guard
+from .policies.base import Policy
+from .pools import ActorPool, EnvPool
+from .registry import env_class
+from .runner import EpisodeResult, EpisodeRunner
+
+log = logging.getLogger(__name__)
+DEFAULT_GROUP = "safactory-sim"
+
+
+def resolve_task(task: Task) -> TaskSpec:
+    """The :class:`TaskSpec` a task event asks for: inline (``spec`` has an
+    ``instruction``) or from the env's suite by ``spec["suite_task"]`` / the task id."""
+    if "instruction" in task.spec:
+        return TaskSpec.model_validate(task.spec)
+    wanted = task.spec.get("suite_task", task.task_id)
+    for spec in env_class(task.env).suite():
+        if spec.task_id == wanted:
+            return spec
+    raise EnvError(
+        f"task {task.task_id}: env {task.env!r} has no suite task {wanted!r}; set "
+        "spec.suite_task to one of its task ids or give an inline spec"
+    )
+
+
+def suite_tasks(
+    env: str,
+    count: int,
+    *,
+    group_id: str | None = None,
+    seed: int = 0,
+    kinds: Iterable[str] = ("capability", "safety"),
+) -> list[Task]:
+    """``count`` task events cycling through ``env``'s suite (for ``simulate run``)."""
+    suite = [s for s in env_class(env).suite() if s.kind in set(kinds)]
+    if not suite:
+        raise EnvError(f"env {env!r} has no tasks of kinds {list(kinds)}")
+    return [
+        Task(
+            task_id=f"{group_id or 'run'}-{i:05d}-{suite[i % len(suite)].task_id}",
+            env=env,
+            spec={"suite_task": suite[i % len(suite)].task_id},
+            seed=seed + i,
+            group_id=group_id,
+        )
+        for i in range(count)
+    ]
+
+
+class PolicyWatcher:
+    """Follows ``sf.policy`` (from the beginning, as its own group) and keeps the latest
+    announcement per policy name."""
+
+    def __init__(self, settings: Settings, worker_id: str) -> None:
+        self.latest: dict[str, PolicyVersion] = {}
+        self.changed = asyncio.Event()
+        self._consumer = EventConsumer(
+            ["policy"],
+            group_id=f"{DEFAULT_GROUP}-policy-{worker_id}",
+            handler=self._on,
+            settings=settings,
+        )
+        self._task: asyncio.Task[Any] | None = None
+
+    async def _on(self, delivery: Delivery) -> None:
+        event = delivery.event
+        if isinstance(event, PolicyVersion):
+            known = self.latest.get(event.policy_name)
+            if known is None or event.policy_version >= known.policy_version:
+                self.latest[event.policy_name] = event
+                self.changed.set()
+
+    async def start(self) -> None:
+        """Join and follow in the background."""
+        await self._consumer.start()
+        self._task = asyncio.create_task(self._consumer.run(), name="policy-watcher")
+
+    async def stop(self) -> None:
+        """Stop following."""
+        self._consumer.request_stop()
+        if self._task is not None:
+            await self._task
+        await self._consumer.stop()
+
+
+class SimulationWorker:
+    """A consumer-group member that runs the episodes of ``sf.tasks``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        policy: Policy,
+        *,
+        concurrency: int = 8,
+        pool_size: int | None = None,
+        group_id: str = DEFAULT_GROUP,
+        staleness: StalenessController | None = None,
+        guard: Guard | None = None,
+        episode_timeout_s: float | None = 600.0,
+        worker_id: str | None = None,
+        on_done: Callable[[EpisodeResult], None] | None = None,
+    ) -> None:
+        self.settings, self.policy, self.group_id = settings, policy, group_id
+        self.concurrency = concurrency
+        self.pool_size = pool_size or concurrency
+        self.staleness = staleness or StalenessController(max_in_flight=concurrency)
+        self.guard, self.episode_timeout_s, self.on_done = guard, episode_timeout_s, on_done
+        self.worker_id = worker_id or derive_id("worker", 1, id(self))[:12]
+        self.producer = EventProducer(settings)
+        self.watcher = PolicyWatcher(settings, self.worker_id)
+        self.reloads = 0
+        self.results: list[EpisodeResult] = []
+        self._actors: ActorPool | None = None
+        self._consumer: EventConsumer | None = None
+
+    async def start(self) -> None:
+        """Connect the producer, follow policy versions, join the task group."""
+        await self.producer.start()
+        await self.watcher.start()
+        runner = EpisodeRunner(
+            self.producer, self.policy, guard=self.guard, timeout_s=self.episode_timeout_s
+        )
+        self._actors = ActorPool(runner, {}, self.concurrency, admission=self._admit)
+        self._consumer = EventConsumer(
+            ["tasks"],
+            self.group_id,
+            batch_handler=self._on_batch,
+            settings=self.settings,
+            dlq_producer=self.producer,
+            max_records=self.concurrency,
+            max_poll_interval_ms=self._poll_interval_ms(),
+        )
+        await self._consumer.start()
+
+    def _poll_interval_ms(self) -> int:
+        """A batch runs its episodes to the end before the next poll: allow for that."""
+        episode = self.episode_timeout_s or 600.0
+        return int(max(300.0, 2 * episode + 60.0) * 1000)
+
+    def pool(self, env_name: str) -> EnvPool:
+        """The worker's pool for one env (pre-warm it with ``await pool.start()``)."""
+        assert self._actors is not None, "start() the worker first"
+        return self._actors.pool(env_name, self.pool_size)
+
+    async def _admit(self) -> None:
+        while True:
+            latest = self.watcher.latest.get(self.policy.name)
+            latest_version = latest.policy_version if latest else self.policy.version
+            assert self._actors is not None
+            decision = self.staleness.admit_episode(
+                self.policy.version, latest_version, self._actors.in_flight
+            )
+            if decision is Admission.START:
+                return
+            if decision is Admission.RELOAD and latest is not None:
+                log.info(
+                    "policy %s: reloading v%s -> v%s",
+                    self.policy.name,
+                    self.policy.version,
+                    latest.policy_version,
+                )
+                await self.policy.reload(latest)
+                self.reloads += 1
+                continue
+            await asyncio.sleep(0.05)
+
+    async def _on_batch(self, deliveries: list[Delivery]) -> None:
+        assert self._actors is not None
+        work, failures = [], []
+        for delivery in deliveries:
+            task = delivery.event
+            if not isinstance(task, Task):
+                continue
+            try:
+                work.append((task, resolve_task(task)))
+            except (EnvError, ValueError) as exc:
+                failures.append(self._reject(task, str(exc)))
+        await asyncio.gather(*failures)
+        results = await self._actors.run_many(work, self._finished)
+        self.results.extend(results)
+
+    def _finished(self, result: EpisodeResult) -> None:
+        if self.on_done is not None:
+            self.on_done(result)
+
+    async def _reject(self, task: Task, reason: str) -> None:
+        """A task that cannot run still ends as an episode, with outcome ``error``."""
+        log.warning("task %s rejected: %s", task.task_id, reason)
+        episode_id = derive_id("rejected-task", 1, task.event_id)
+        await self.producer.publish(
+            EpisodeStarted(
+                episode_id=episode_id,
+                task_id=task.task_id,
+                env=task.env,
+                group_id=task.group_id,
+                policy_name=self.policy.name,
+                policy_version=self.policy.version,
+                seed=task.seed,
+            )
+        )
+        await self.producer.publish(
+            EpisodeEnded(
+                episode_id=episode_id,
+                task_id=task.task_id,
+                env=task.env,
+                group_id=task.group_id,
+                outcome=Outcome.ERROR,
+                policy_version=self.policy.version,
+            )
+        )
+        self._finished(
+            EpisodeResult(
+                episode_id=episode_id,
+                task_id=task.task_id,
+                env=task.env,
+                outcome=Outcome.ERROR,
+                num_steps=0,
+                judgement=None,
+                policy_version=self.policy.version,
+                error=reason,
+            )
+        )
+
+    async def run(self, *, idle_timeout: float | None = None) -> None:
+        """Consume tasks until :meth:`request_stop` (or ``idle_timeout`` s without tasks)."""
+        assert self._consumer is not None, "start() the worker first"
+        await self._consumer.run(idle_timeout=idle_timeout)
+
+    def request_stop(self) -> None:
+        """Finish the batch in hand, then return from :meth:`run`."""
+        if self._consumer is not None:
+            self._consumer.request_stop()
+
+    async def stop(self) -> None:
+        """Leave the group, close pools, flush and disconnect."""
+        if self._consumer is not None:
+            await self._consumer.stop()
+        if self._actors is not None:
+            await self._actors.close()
+        await self.watcher.stop()
+        await self.policy.close()
+        await self.producer.stop()
+
+
+class EpisodeTracker:
+    """Counts ``EpisodeEnded`` events of one run group on ``sf.episodes``, from the end of
+    the topic at :meth:`start` on (no consumer group: positions are exact, whichever
+    worker runs the episodes)."""
+
+    def __init__(self, settings: Settings, group_id: str) -> None:
+        self.settings = settings
+        self.group_id = group_id
+        self.topic = settings.topic("episodes")
+        self.ended: list[EpisodeEnded] = []
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka_bootstrap,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+
+    async def start(self) -> None:
+        """Pin every partition at its current end."""
+        rows = {row["topic"]: row for row in await describe_topics(self.settings)}
+        count = int(rows[self.topic]["partitions"]) if self.topic in rows else 0  # type: ignore[call-overload]
+        if not count:
+            raise EnvError(f"topic {self.topic} does not exist; run `safactory topics create`")
+        await self._consumer.start()
+        tps = [TopicPartition(self.topic, p) for p in range(count)]
+        self._consumer.assign(tps)
+        await self._consumer.seek_to_end(*tps)
+        for tp in tps:
+            await self._consumer.position(tp)
+
+    async def poll(self, timeout_ms: int = 200) -> list[EpisodeEnded]:
+        """New episode ends of this group since the last poll."""
+        batches = await self._consumer.getmany(timeout_ms=timeout_ms)
+        new = []
+        for records in batches.values():
+            for record in records:
+                try:
+                    event = codec.decode(record.value, record.headers)
+                except DecodeError:
+                    continue
+                if isinstance(event, EpisodeEnded) and event.group_id == self.group_id:
+                    new.append(event)
+        self.ended.extend(new)
+        return new
+
+    async def stop(self) -> None:
+        """Disconnect."""
+        await self._consumer.stop()

@@ -1,0 +1,350 @@
+"""``safactory simulate``: run agents in environments, every step on Kafka.
+
+``run`` enqueues tasks on ``sf.tasks`` and works them off with a local worker (other
+workers in the same group share the queue), showing progress from ``sf.episodes``.
+``worker`` joins the worker group and runs whatever tasks arrive. ``envs`` lists the
+environments and their suites.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..agents.attacks import make_injector
+from ..agents.env import EnvError
+from ..agents.guard import PatternGuard
+from ..agents.policies import PolicyConfig, PolicyError, make_policy
+from ..agents.registry import env_class, env_names
+from ..agents.worker import DEFAULT_GROUP, EpisodeTracker, SimulationWorker, suite_tasks
+from ..infra.config import get_settings
+from ..infra.staleness import StalenessController
+from ..schemas import AttackPlan, EpisodeEnded, new_id
+
+app = typer.Typer(
+    help="Run agents in environments; every step goes to sf.steps.", no_args_is_help=True
+)
+console = Console()
+err = Console(stderr=True)
+
+PolicyOpt = Annotated[
+    str,
+    typer.Option(
+        "--policy",
+        help="careful | reckless | random (scripted baselines), openai (any "
+        "OpenAI-compatible server, e.g. vLLM), hf (a local Hugging Face checkpoint)",
+    ),
+]
+ModelOpt = Annotated[str | None, typer.Option(help="openai: the served model name")]
+BaseUrlOpt = Annotated[str | None, typer.Option(help="openai: e.g. http://127.0.0.1:8000/v1")]
+CheckpointOpt = Annotated[str | None, typer.Option(help="hf: a save_pretrained folder")]
+VersionOpt = Annotated[int, typer.Option(help="policy weights version to report at start")]
+RecordOpt = Annotated[bool, typer.Option(help="openai: ask vLLM for token ids and logprobs")]
+ConcurrencyOpt = Annotated[int, typer.Option(min=1, help="episodes run at once")]
+GroupOpt = Annotated[
+    str,
+    typer.Option(
+        help="consumer group that shares sf.tasks (a new group starts at the oldest task "
+        "still on the topic)"
+    ),
+]
+TimeoutOpt = Annotated[float, typer.Option(help="seconds before an episode is abandoned")]
+StaleOpt = Annotated[
+    int,
+    typer.Option(
+        min=0, help="max policy versions behind the latest announced one before reloading"
+    ),
+]
+GuardOpt = Annotated[
+    list[str] | None,
+    typer.Option("--guard-pattern", help="block actions matching this regex (repeatable)"),
+]
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code=1)
+
+
+def _policy(
+    kind: str,
+    model: str | None,
+    base_url: str | None,
+    checkpoint: str | None,
+    version: int,
+    record_tokens: bool,
+) -> PolicyConfig:
+    try:
+        return PolicyConfig(
+            kind=kind,
+            model=model,
+            base_url=base_url,  # type: ignore[arg-type]
+            checkpoint=checkpoint,
+            version=version,
+            record_tokens=record_tokens,
+        )
+    except ValueError as exc:
+        raise _fail(f"--policy {kind!r}: {exc.errors()[0]['msg']}") from None  # type: ignore[attr-defined]
+
+
+def _attack(injector: str | None, step: int | None, params: list[str] | None) -> AttackPlan | None:
+    if injector is None:
+        return None
+    values = {}
+    for item in params or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise _fail(f"--attack-param {item!r}: write KEY=VALUE (e.g. strategy=role_play)")
+        values[key] = value
+    plan = AttackPlan(injector=injector, at_step=step, params=values)
+    try:
+        make_injector(plan)
+    except EnvError as exc:
+        raise _fail(f"--attack {injector!r}: {exc}") from None
+    return plan
+
+
+@app.command("envs")
+def envs() -> None:
+    """List the registered environments and their task suites."""
+    table = Table("env", "tasks", "capability", "safety", "module")
+    for name in env_names():
+        cls = env_class(name)
+        suite = cls.suite()
+        table.add_row(
+            name,
+            str(len(suite)),
+            str(sum(t.kind == "capability" for t in suite)),
+            str(sum(t.kind == "safety" for t in suite)),
+            cls.__module__,
+        )
+    console.print(table)
+
+
+@app.command("run")
+def run(
+    env: Annotated[str, typer.Option(help=f"environment: one of {', '.join(env_names())}")],
+    tasks: Annotated[int, typer.Option(min=1, help="episodes to run (cycling the suite)")] = 50,
+    concurrency: ConcurrencyOpt = 8,
+    policy: PolicyOpt = "careful",
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    checkpoint: CheckpointOpt = None,
+    policy_version: VersionOpt = 0,
+    record_tokens: RecordOpt = False,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(help="task kinds to run: capability and/or safety (repeatable; default both)"),
+    ] = None,
+    attack: Annotated[
+        str | None,
+        typer.Option(
+            help="injector for every task: indirect_prompt_injection, misleading, perturbation, "
+            "jailbreak"
+        ),
+    ] = None,
+    attack_step: Annotated[
+        int | None,
+        typer.Option(help="step whose output the injector alters (default: first tool result)"),
+    ] = None,
+    attack_param: Annotated[
+        list[str] | None,
+        typer.Option(help="injector parameter KEY=VALUE (repeatable), e.g. strategy=escalation"),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="seed of the first task (then +1 each)")] = 0,
+    pool_size: Annotated[
+        int | None, typer.Option(help="pre-warmed environments (default: the concurrency)")
+    ] = None,
+    group: GroupOpt = DEFAULT_GROUP,
+    timeout: TimeoutOpt = 300.0,
+    max_staleness: StaleOpt = 2,
+    guard_pattern: GuardOpt = None,
+) -> None:
+    """Enqueue TASKS episodes of ENV on sf.tasks and run them here with a progress bar."""
+    if env not in env_names():
+        raise _fail(f"--env {env!r}: unknown; choose one of {', '.join(env_names())}")
+    kinds = kind or ["capability", "safety"]
+    if bad := set(kinds) - {"capability", "safety"}:
+        raise _fail(f"--kind {sorted(bad)}: use capability or safety")
+    config = _policy(policy, model, base_url, checkpoint, policy_version, record_tokens)
+    plan = _attack(attack, attack_step, attack_param)
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        ended = asyncio.run(
+            _run(
+                env,
+                tasks,
+                concurrency,
+                config,
+                kinds,
+                plan,
+                seed,
+                pool_size,
+                group,
+                timeout,
+                max_staleness,
+                guard_pattern,
+            )
+        )
+    except (EnvError, PolicyError) as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _fail(f"{exc!r}; is the broker up? (safactory broker up)") from None
+    _summary(ended)
+
+
+async def _run(
+    env: str,
+    count: int,
+    concurrency: int,
+    config: PolicyConfig,
+    kinds: list[str],
+    plan: AttackPlan | None,
+    seed: int,
+    pool_size: int | None,
+    group: str,
+    episode_timeout: float,
+    max_staleness: int,
+    guard_pattern: list[str] | None,
+) -> list[EpisodeEnded]:
+    settings = get_settings()
+    run_id = f"run-{new_id()[:10]}"
+    work = suite_tasks(env, count, group_id=run_id, seed=seed, kinds=kinds)
+    if plan is not None:
+        work = [t.model_copy(update={"attack": plan}) for t in work]
+    tracker = EpisodeTracker(settings, run_id)
+    await tracker.start()
+    worker = SimulationWorker(
+        settings,
+        make_policy(config),
+        concurrency=concurrency,
+        pool_size=pool_size,
+        group_id=group,
+        staleness=StalenessController(max_staleness, concurrency),
+        guard=PatternGuard(guard_pattern) if guard_pattern else None,
+        episode_timeout_s=episode_timeout,
+    )
+    await worker.start()
+    try:
+        with console.status(f"pre-warming {worker.pool_size} {env} environments"):
+            await worker.pool(env).start()
+        await worker.producer.publish_many(work)
+        consume = asyncio.create_task(worker.run())
+        columns = (
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("unsafe {task.fields[unsafe]}"),
+            TimeElapsedColumn(),
+        )
+        with Progress(*columns, console=console) as progress:
+            bar = progress.add_task(f"{env} · {config.kind} · {run_id}", total=count, unsafe=0)
+            while len(tracker.ended) < count:
+                if consume.done():
+                    consume.result()
+                    break
+                await tracker.poll()
+                unsafe = sum(bool(e.safety and e.safety.unsafe) for e in tracker.ended)
+                progress.update(bar, completed=len(tracker.ended), unsafe=unsafe)
+        worker.request_stop()
+        await consume
+        return tracker.ended
+    finally:
+        await worker.stop()
+        await tracker.stop()
+
+
+def _summary(ended: list[EpisodeEnded]) -> None:
+    outcomes = Counter(e.outcome.value for e in ended)
+    unsafe = [e for e in ended if e.safety and e.safety.unsafe]
+    violations = Counter(v.split(":", 1)[0] for e in unsafe for v in e.safety.violations)  # type: ignore[union-attr]
+    table = Table(
+        "episodes", "success", "failure", "truncated", "error", "abandoned", "unsafe", "steps"
+    )
+    table.add_row(
+        str(len(ended)),
+        *(
+            str(outcomes.get(k, 0))
+            for k in ("success", "failure", "truncated", "error", "abandoned")
+        ),
+        str(len(unsafe)),
+        str(sum(e.num_steps for e in ended)),
+    )
+    console.print(table)
+    if violations:
+        console.print("violations: " + ", ".join(f"{k}×{n}" for k, n in violations.most_common()))
+
+
+@app.command("worker")
+def worker(
+    concurrency: ConcurrencyOpt = 8,
+    policy: PolicyOpt = "careful",
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    checkpoint: CheckpointOpt = None,
+    policy_version: VersionOpt = 0,
+    record_tokens: RecordOpt = False,
+    warm: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="environments to pre-warm at start (repeatable); others warm on first use"
+        ),
+    ] = None,
+    pool_size: Annotated[
+        int | None, typer.Option(help="pre-warmed environments per env (default: the concurrency)")
+    ] = None,
+    group: GroupOpt = DEFAULT_GROUP,
+    timeout: TimeoutOpt = 300.0,
+    max_staleness: StaleOpt = 2,
+    guard_pattern: GuardOpt = None,
+    idle_timeout: Annotated[
+        float | None,
+        typer.Option(help="exit after this many seconds without tasks (default: run until Ctrl-C)"),
+    ] = None,
+) -> None:
+    """Join the worker group on sf.tasks and run every task that arrives."""
+    config = _policy(policy, model, base_url, checkpoint, policy_version, record_tokens)
+    for name in warm or []:
+        if name not in env_names():
+            raise _fail(f"--warm {name!r}: unknown env; choose from {', '.join(env_names())}")
+    logging.basicConfig(level=logging.INFO)
+
+    async def main() -> None:
+        sim = SimulationWorker(
+            get_settings(),
+            make_policy(config),
+            concurrency=concurrency,
+            pool_size=pool_size,
+            group_id=group,
+            staleness=StalenessController(max_staleness, concurrency),
+            guard=PatternGuard(guard_pattern) if guard_pattern else None,
+            episode_timeout_s=timeout,
+            on_done=lambda r: console.print(
+                f"{r.env} {r.task_id} {r.outcome.value} "
+                f"unsafe={bool(r.judgement and r.judgement.safety.unsafe)}"
+            ),
+        )
+        await sim.start()
+        try:
+            for name in warm or []:
+                await sim.pool(name).start()
+            console.print(f"worker {sim.worker_id} in group {group!r}; waiting for tasks")
+            await sim.run(idle_timeout=idle_timeout)
+        finally:
+            await sim.stop()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        console.print("stopped")
+    except (EnvError, PolicyError) as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _fail(f"{exc!r}; is the broker up? (safactory broker up)") from None

@@ -1,0 +1,170 @@
+"""Policies: scripted baselines, the OpenAI-compatible client (against a local server
+started here), the local Hugging Face policy (a tiny random model built in code)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from safactory.agents.policies import PolicyConfig, PolicyError, PolicyInput, make_policy
+from safactory.agents.policies.hf_local import (
+    HFLocalPolicy,
+    build_tiny_checkpoint,
+    checkpoint_sha256,
+)
+from safactory.agents.policies.openai_chat import OpenAIChatPolicy
+from safactory.agents.registry import make_env
+from safactory.schemas import PolicyVersion
+
+
+def _input(env_name: str = "tools", step: int = 0) -> PolicyInput:
+    env = make_env(env_name)
+    task = env.suite()[0]
+    reset = env.reset(task)
+    return PolicyInput(messages=reset.prompt, tools=reset.tools, task=task, step_index=step)
+
+
+async def test_scripted_policies_follow_plans_then_finish() -> None:
+    inp = _input()
+    careful = make_policy(PolicyConfig(kind="careful", version=3))
+    reckless = make_policy(PolicyConfig(kind="reckless"))
+    assert careful.version == 3
+    assert (await careful.act(inp)).action.tool_call.function.name == "search_contacts"  # type: ignore[union-attr]
+    assert (await reckless.act(inp)).action.tool_call.function.name == "send_email"  # type: ignore[union-attr]
+    late = PolicyInput(inp.messages, inp.tools, inp.task, step_index=50)
+    assert (await careful.act(late)).action.tool_call.function.name == "finish"  # type: ignore[union-attr]
+    rnd = make_policy(PolicyConfig(kind="random"))
+    first, again = await rnd.act(inp), await rnd.act(inp)
+    assert first.action == again.action  # seeded per episode and step
+
+
+class _ChatServer(BaseHTTPRequestHandler):
+    requests: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _ChatServer.requests.append(body)
+        if body["model"] == "broken":
+            self.send_response(503)
+            self.end_headers()
+            self.wfile.write(b"overloaded")
+            return
+        reply = {
+            "choices": [
+                {
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "call_9",
+                                "type": "function",
+                                "function": {"name": "get_balance", "arguments": "{}"},
+                            }
+                        ],
+                    },
+                    "logprobs": {
+                        "content": [
+                            {"token": "token_id:17", "logprob": -0.25},
+                            {"token": "token_id:4", "logprob": -1.5},
+                        ]
+                    },
+                }
+            ]
+        }
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        return
+
+
+@pytest.fixture
+def chat_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ChatServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+async def test_openai_client_sends_tools_and_records_tokens(chat_server: str) -> None:
+    policy = OpenAIChatPolicy(chat_server, "tiny", version=5, record_tokens=True)
+    try:
+        out = await policy.act(_input())
+    finally:
+        await policy.close()
+    sent = _ChatServer.requests[-1]
+    assert sent["tools"][0]["function"]["name"] == "list_emails"
+    assert sent["messages"][0]["role"] == "system" and sent["return_tokens_as_token_ids"]
+    assert out.action.tool_call is not None and out.action.tool_call.id == "call_9"
+    assert out.message.tool_calls == [out.action.tool_call]
+    assert out.token_ids == [17, 4] and out.logprobs == [-0.25, -1.5]
+    assert policy.version == 5
+
+
+async def test_openai_client_errors_name_the_endpoint(chat_server: str) -> None:
+    policy = OpenAIChatPolicy(chat_server, "broken")
+    with pytest.raises(PolicyError, match=r"/chat/completions: HTTP 503: overloaded"):
+        await policy.act(_input())
+    await policy.close()
+    with pytest.raises(PolicyError, match="needs base_url and model"):
+        make_policy(PolicyConfig(kind="openai"))
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("tiny-llm"), seed=1)
+
+
+async def test_hf_policy_records_token_ids_and_logprobs(tiny_checkpoint: Path) -> None:
+    policy = make_policy(PolicyConfig(kind="hf", checkpoint=str(tiny_checkpoint), max_new_tokens=8))
+    out = await policy.act(_input("qa"))
+    assert out.token_ids is not None and out.logprobs is not None
+    assert 0 < len(out.token_ids) == len(out.logprobs) <= 8
+    assert all(lp <= 0.0 for lp in out.logprobs)
+    assert out.prompt_token_ids and len(out.prompt_token_ids) > 10
+    assert out.action.text is not None or out.action.tool_call is not None
+
+
+async def test_hf_policy_hot_reloads_verified_weights(
+    tiny_checkpoint: Path,
+    tmp_path: Path,
+) -> None:
+    policy = HFLocalPolicy(tiny_checkpoint, max_new_tokens=4)
+    new = build_tiny_checkpoint(tmp_path / "v2", seed=2)
+    announce = PolicyVersion(
+        policy_name=policy.name, policy_version=2, uri=str(new), sha256=checkpoint_sha256(new)
+    )
+    before = next(policy.model.parameters()).clone()
+    await policy.reload(announce)
+    assert policy.version == 2
+    assert not next(policy.model.parameters()).equal(before)
+    forged = announce.model_copy(update={"policy_version": 3, "sha256": "0" * 64})
+    with pytest.raises(PolicyError, match="does not match the announced"):
+        await policy.reload(forged)
+    assert policy.version == 2
+
+
+def test_vllm_is_not_imported_unless_selected() -> None:
+    code = (
+        "import sys; from safactory.agents.policies import make_policy, PolicyConfig; "
+        "make_policy(PolicyConfig(kind='careful')); "
+        "import safactory.cli.simulate; "
+        "print('vllm' in sys.modules, 'safactory.agents.policies.hf_local' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
