@@ -1,0 +1,233 @@
+"""Async against sync training through Kafka: same machine, model and environment latency.
+
+Simulation workers sample answers to the toy task from the latest announced weights, wait a
+long-tailed (log-normal) environment latency, and produce trajectories to Kafka; the
+streaming trainer consumes them under the staleness rule and publishes a version per update.
+
+- sync: each worker runs one episode on version v, then waits for v+1; the trainer takes
+  exactly the batch of version v (max_staleness 0). Every step waits for the slowest episode.
+- async: workers never wait for the trainer; admission makes a worker reload when its
+  weights lag by more than max_staleness; the trainer takes every fresh trajectory there is
+  (at least the batch size) per update.
+
+``--step-seconds`` adds a fixed time to every update, modelling the step of a bigger model
+(with the tiny CPU model an update takes milliseconds, so the trainer never holds rollouts
+up; with a real step, async rollouts pile up while the trainer works).
+
+Printed side by side: trajectories consumed per update, seconds per update, wall-clock for
+the fixed number of updates, and the async/sync throughput ratio. Then the trainer's
+tokens/s on CPU with the default model shape.
+
+    python bench/trainer_async_vs_sync.py --workers 16 --updates 15
+    python bench/trainer_async_vs_sync.py --workers 16 --updates 15 --step-seconds 0.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import random
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from safactory.infra.config import Settings
+from safactory.infra.producer import EventProducer
+from safactory.infra.staleness import Admission, StalenessController
+from safactory.infra.topics import create_topics
+from safactory.schemas import ChatMessage, Outcome, Trajectory, TrajectoryStep
+from safactory.trainer.config import ModelConfig, TrainerConfig
+from safactory.trainer.follow import PolicyWatcher
+from safactory.trainer.learner import Learner, UpdateMetrics
+from safactory.trainer.model import build_model, resolve_placement
+from safactory.trainer.stream import StreamingTrainer
+from safactory.trainer.tokenizer import build_tokenizer
+from safactory.trainer.toytask import ALPHABET, make_trajectories, toy_tokenizer
+from safactory.trainer.weights import load_policy
+
+SHAPE = ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2,
+                    max_positions=32, alphabet=ALPHABET)  # fmt: skip
+
+
+@dataclass
+class Result:
+    mode: str
+    updates: int
+    consumed: int
+    skipped: int
+    seconds: float
+    staleness: dict[int, int]
+
+    @property
+    def per_update(self) -> float:
+        return self.consumed / self.updates
+
+    @property
+    def throughput(self) -> float:
+        return self.consumed / self.seconds
+
+
+class Policies:
+    """The latest announced weights, loaded once per version and shared by the workers."""
+
+    def __init__(self, watcher: PolicyWatcher) -> None:
+        self.watcher = watcher
+        self.loaded: dict[int, object] = {}
+
+    async def model(self, version: int) -> object:
+        if version not in self.loaded:
+            announced = self.watcher.latest
+            assert announced is not None and announced.policy_version >= version
+            model, _ = await asyncio.to_thread(load_policy, announced.uri, announced.sha256)
+            self.loaded[version] = model
+        return self.loaded[version]
+
+
+async def run_mode(args: argparse.Namespace, mode: str) -> Result:
+    settings = Settings(topic_prefix=f"bench{uuid.uuid4().hex[:8]}.")
+    await create_topics(settings)
+    work = Path(tempfile.mkdtemp(prefix=f"sf-bench-{mode}-"))
+    batch = args.workers
+    cfg = TrainerConfig(
+        mode=mode, max_staleness=args.max_staleness, batch_size=batch,
+        max_batch_size=batch * 8, seq_len=32, rows_per_micro_batch=64, lr=3e-3,
+        weight_dir=work / "w", checkpoint_dir=work / "c", model=SHAPE,
+    )  # fmt: skip
+    tokenizer = toy_tokenizer()
+    learner = Learner(build_model(SHAPE, len(tokenizer)), tokenizer, cfg, resolve_placement(cfg))
+    if args.step_seconds > 0:
+        learner.update = _padded(learner.update, args.step_seconds)  # type: ignore[method-assign]
+    trainer = StreamingTrainer(cfg, settings, learner)
+    training = asyncio.create_task(trainer.run())
+    admission = StalenessController(max_staleness=cfg.effective_staleness)
+    rng = random.Random(args.seed)
+    stop = asyncio.Event()
+    async with PolicyWatcher(settings, cfg.policy_name) as watcher, \
+            EventProducer(settings) as producer:  # fmt: skip
+        await watcher.wait_for(0)
+        policies = Policies(watcher)
+
+        async def follow() -> None:
+            while not stop.is_set():
+                latest = await watcher.poll(timeout_ms=20)
+                if latest is not None and latest.policy_version >= args.updates:
+                    reached.set()
+
+        async def worker(index: int) -> None:
+            version = 0
+            generator = torch.Generator().manual_seed(args.seed * 1000 + index)
+            local = random.Random(args.seed * 1000 + index)
+            while not stop.is_set():
+                latest = watcher.latest.policy_version  # type: ignore[union-attr]
+                if mode == "sync":
+                    if latest == version and index in done_at.get(version, set()):
+                        await asyncio.sleep(0.005)  # each waits for the other
+                        continue
+                    version = latest
+                elif admission.admit_episode(version, latest, 0) is Admission.RELOAD:
+                    version = latest
+                model = await policies.model(version)
+                trajectories, _ = make_trajectories(
+                    model, tokenizer, version=version, groups=1, group_size=1, rng=local,
+                    generator=generator, safety_penalty=1.0,
+                )  # fmt: skip
+                await asyncio.sleep(local.lognormvariate(math.log(args.latency_median),
+                                                         args.latency_sigma))  # fmt: skip
+                await producer.publish_many(trajectories)
+                done_at.setdefault(version, set()).add(index)
+
+        done_at: dict[int, set[int]] = {}
+        reached = asyncio.Event()
+        follower = asyncio.create_task(follow())
+        started = time.perf_counter()
+        workers = [asyncio.create_task(worker(i)) for i in range(args.workers)]
+        await reached.wait()
+        seconds = time.perf_counter() - started
+        consumed = trainer.state.trained_total
+        stop.set()
+        trainer.request_stop()
+        await asyncio.gather(*workers, follower)
+        await training
+    del rng
+    shutil.rmtree(work, ignore_errors=True)
+    return Result(mode, args.updates, consumed, trainer.stats.skipped_stale, seconds,
+                  dict(sorted(trainer.staleness.accepted.items())))  # fmt: skip
+
+
+def _padded(
+    update: Callable[[list[Trajectory]], UpdateMetrics], seconds: float
+) -> Callable[[list[Trajectory]], UpdateMetrics]:
+    """``update`` followed by a sleep: models the step time of a bigger model."""
+
+    def padded(batch: list[Trajectory]) -> UpdateMetrics:
+        metrics = update(batch)
+        time.sleep(seconds)  # runs in the trainer's worker thread, as a real step would
+        return metrics
+
+    return padded
+
+
+def tokens_per_second(args: argparse.Namespace) -> tuple[float, int]:
+    """Trainer throughput on CPU: default model shape, full 128-token rows."""
+    torch.manual_seed(args.seed)
+    tokenizer = build_tokenizer()
+    cfg = TrainerConfig(batch_size=32, seq_len=128, rows_per_micro_batch=8)
+    learner = Learner(build_model(cfg.model, len(tokenizer)), tokenizer, cfg,
+                      resolve_placement(cfg))  # fmt: skip
+    rng = random.Random(args.seed)
+    batch = []
+    for i in range(cfg.batch_size):
+        answer = [rng.randrange(10, len(tokenizer)) for _ in range(100)]
+        batch.append(Trajectory(
+            episode_id=f"e{i}", group_id=f"g{i // 8}", task_id="t", env="bench",
+            prompt=[ChatMessage(role="user", content="x" * 20)],
+            steps=[TrajectoryStep(step_index=0, token_ids=answer, logprobs=[-3.0] * 100,
+                                  policy_version=0)],
+            outcome=Outcome.SUCCESS, reward=float(i % 2), policy_version=0,
+            max_policy_version=0,
+        ))  # fmt: skip
+    learner.update(batch)  # warm-up
+    rates = [learner.update(batch).tokens_per_s for _ in range(args.token_rounds)]
+    return statistics.median(rates), cfg.batch_size
+
+
+async def main(args: argparse.Namespace) -> None:
+    latency = f"lognormal(median {args.latency_median}s, sigma {args.latency_sigma})"
+    print(f"workers={args.workers} updates={args.updates} max_staleness={args.max_staleness} "
+          f"latency={latency} extra step seconds={args.step_seconds}")  # fmt: skip
+    results = [await run_mode(args, "sync"), await run_mode(args, "async")]
+    print(f"{'mode':6} {'consumed':>9} {'per update':>11} {'s/update':>9} {'wall s':>7} "
+          f"{'traj/s':>7} {'skipped':>8}  staleness (lag: trained)")  # fmt: skip
+    for r in results:
+        print(f"{r.mode:6} {r.consumed:9d} {r.per_update:11.1f} {r.seconds / r.updates:9.3f} "
+              f"{r.seconds:7.2f} {r.throughput:7.1f} {r.skipped:8d}  {r.staleness}")  # fmt: skip
+    sync, asyn = results
+    print(f"async/sync: trajectories per update {asyn.per_update / sync.per_update:.2f}x, "
+          f"wall-clock for {args.updates} updates {sync.seconds / asyn.seconds:.2f}x faster, "
+          f"throughput {asyn.throughput / sync.throughput:.2f}x")  # fmt: skip
+    rate, batch = tokens_per_second(args)
+    threads = torch.get_num_threads()
+    print(f"trainer tokens/s on CPU (default model, {batch} trajectories of 121 tokens, median "
+          f"of {args.token_rounds}): {rate:,.0f} (torch threads {threads})")  # fmt: skip
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=16, help="simulation workers (= batch)")
+    parser.add_argument("--updates", type=int, default=15, help="training updates per mode")
+    parser.add_argument("--max-staleness", type=int, default=2, help="async staleness bound")
+    parser.add_argument("--latency-median", type=float, default=0.1, help="env seconds, median")
+    parser.add_argument("--latency-sigma", type=float, default=1.2, help="log-normal sigma")
+    parser.add_argument("--step-seconds", type=float, default=0.0,
+                        help="extra seconds per update (a bigger model's step)")  # fmt: skip
+    parser.add_argument("--token-rounds", type=int, default=5, help="updates timed for tokens/s")
+    parser.add_argument("--seed", type=int, default=0)
+    asyncio.run(main(parser.parse_args()))

@@ -1,0 +1,183 @@
+"""``safactory train``: the streaming RL trainer against the broker, with live metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from aiokafka.errors import KafkaError
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from ..infra.config import get_settings
+from ..trainer.config import ConfigError, Mode, TrainerConfig, load_config
+from ..trainer.distill import LocalTeacher
+from ..trainer.learner import Learner
+from ..trainer.model import build_model, resolve_placement
+from ..trainer.stream import StreamingTrainer
+from ..trainer.tokenizer import build_tokenizer
+
+console = Console()
+err = Console(stderr=True)
+
+
+def train(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", "-c", help="TOML file with a \\[trainer] table (see trainer/config.py)"
+        ),
+    ] = None,
+    mode: Annotated[
+        Mode | None,
+        typer.Option(help="async: rollout and training decoupled by Kafka; sync: each waits"),
+    ] = None,
+    device: Annotated[str | None, typer.Option(help="cpu, cuda or npu")] = None,
+    max_staleness: Annotated[
+        int | None, typer.Option(help="train on a trajectory only if v − m ≤ this (async mode)")
+    ] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="trajectories per update (minimum)")
+    ] = None,
+    policy_name: Annotated[
+        str | None, typer.Option(help="name announced on the policy topic")
+    ] = None,
+    weight_dir: Annotated[Path | None, typer.Option(help="weight store root")] = None,
+    checkpoint_dir: Annotated[Path | None, typer.Option(help="checkpoints and journal")] = None,
+    teacher: Annotated[
+        Path | None, typer.Option(help="on-policy distillation teacher (weight-store dir)")
+    ] = None,
+    distill_coef: Annotated[float | None, typer.Option(help="λ of the distillation term")] = None,
+    pure_distill: Annotated[
+        bool | None, typer.Option("--pure-distill/--no-pure-distill", help="ignore rewards")
+    ] = None,
+    max_updates: Annotated[
+        int | None, typer.Option(help="stop after this many updates (default: run until stopped)")
+    ] = None,
+    idle_exit: Annotated[
+        float | None, typer.Option(help="stop after this many seconds without new trajectories")
+    ] = None,
+    live: Annotated[bool, typer.Option("--live/--no-live", help="live metrics table")] = True,
+) -> None:
+    """Consume sf.trajectories under the staleness rule, update the policy, publish versions.
+
+    Resumes from the checkpoint in --checkpoint-dir if there is one. Ctrl-C finishes the
+    update in hand, checkpoints and exits.
+    """
+    distill = {"teacher": teacher, "coef": distill_coef, "pure": pure_distill}
+    try:
+        cfg = load_config(
+            config, mode=mode, device=device, max_staleness=max_staleness, batch_size=batch_size,
+            policy_name=policy_name, weight_dir=weight_dir, checkpoint_dir=checkpoint_dir,
+        )  # fmt: skip
+        if any(v is not None for v in distill.values()):
+            merged = cfg.distill.model_dump() | {k: v for k, v in distill.items() if v is not None}
+            cfg = TrainerConfig.model_validate(cfg.model_dump() | {"distill": merged})
+        placement = resolve_placement(cfg)
+    except (ConfigError, RuntimeError, ValueError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from None
+    tokenizer = build_tokenizer(cfg.model.alphabet)
+    model = build_model(cfg.model, len(tokenizer), int(tokenizer.pad_token_id or 0))
+    try:
+        teacher_model = (
+            LocalTeacher.load(cfg.distill.teacher, tokenizer, placement)
+            if cfg.distill.teacher is not None else None
+        )  # fmt: skip
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from None
+    except OSError as exc:
+        err.print(f"[red]error:[/red] distill.teacher={cfg.distill.teacher}: cannot load ({exc})")
+        raise typer.Exit(code=2) from None
+    learner = Learner(model, tokenizer, cfg, placement, teacher=teacher_model)
+    asyncio.run(_run(cfg, learner, max_updates, idle_exit, live))
+
+
+async def _run(
+    cfg: TrainerConfig, learner: Learner, max_updates: int | None, idle_exit: float | None,
+    live: bool,
+) -> None:  # fmt: skip
+    settings = get_settings()
+    display = Live(console=console, refresh_per_second=4) if live else None
+    trainer = StreamingTrainer(
+        cfg, settings, learner, on_update=(lambda t: display.update(metrics_table(t))) if display
+        else (lambda t: console.print(metrics_line(t), highlight=False)),
+    )  # fmt: skip
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, trainer.request_stop)
+    loop.add_signal_handler(signal.SIGTERM, trainer.request_stop)
+    console.print(
+        f"training {cfg.policy_name!r} ({cfg.mode}, max_staleness={cfg.effective_staleness}, "
+        f"device={cfg.device}) from {settings.topic('trajectories')}; "
+        f"checkpoints in {cfg.checkpoint_dir}"
+    )
+    try:
+        if display is not None:
+            with display:
+                stats = await trainer.run(max_updates=max_updates, idle_timeout=idle_exit)
+                display.update(metrics_table(trainer))  # the final counts, skips included
+        else:
+            stats = await trainer.run(max_updates=max_updates, idle_timeout=idle_exit)
+    except (RuntimeError, KafkaError) as exc:
+        err.print(f"[red]error:[/red] {exc!r}; is the broker up? (safactory broker up)")
+        raise typer.Exit(code=1) from None
+    if display is None:
+        console.print(metrics_line(trainer))
+    else:
+        console.line()
+    console.print(
+        f"done: version {trainer.version}, {stats.published} announcements, "
+        f"{stats.skipped_stale} skipped as stale in this run, {stats.dead_lettered} dead-lettered"
+    )
+
+
+def metrics_line(trainer: StreamingTrainer) -> str:
+    """One line of the latest metrics (for logs and --no-live)."""
+    m, s = trainer.stats.last_update, trainer.stats
+    if m is None:
+        skipped = trainer.staleness.skipped_total
+        return f"v{trainer.version}: no update yet; {skipped} skipped as stale in total"
+    return (
+        f"v{trainer.version} reward={m.mean_reward:+.3f} kl={m.behaviour_kl:.4f} "
+        f"trajectories={m.trajectories} skipped_total={trainer.staleness.skipped_total} "
+        f"staleness={dict(sorted(trainer.staleness.accepted.items()))} "
+        f"tokens/s={s.tokens_per_s:,.0f}"
+        + (f" teacher_kl={m.teacher_kl:.4f}" if m.teacher_kl is not None else "")
+    )
+
+
+def metrics_table(trainer: StreamingTrainer) -> Table:
+    """The live table: progress, reward, KL, staleness histogram, skips, throughput."""
+    m, s = trainer.stats.last_update, trainer.stats
+    table = Table(title=f"safactory train · {trainer.config.policy_name}", show_header=False)
+    table.add_row("version", str(trainer.version))
+    counts = (
+        f"{trainer.state.trained_total} / {trainer.staleness.skipped_total} / {s.dead_lettered}"
+    )
+    table.add_row("trained / skipped stale (all runs) / dead-lettered (this run)", counts)
+    table.add_row("received / passed over on resume / buffered",
+                  f"{s.received} / {s.replayed} / {s.buffered}")  # fmt: skip
+    if trainer.config.vllm.enabled:
+        table.add_row("vLLM reload errors", str(s.reload_errors))
+    if m is not None:
+        table.add_row("mean reward (last update)", f"{m.mean_reward:+.4f}")
+        table.add_row("KL(behaviour ‖ current)", f"{m.behaviour_kl:.5f}")
+        if m.teacher_kl is not None:
+            table.add_row("reverse KL to teacher (est.)", f"{m.teacher_kl:.5f}")
+        table.add_row("loss / clip fraction", f"{m.loss:+.4f} / {m.clip_fraction:.3f}")
+    table.add_row("staleness histogram (lag: count)",
+                  str(dict(sorted(trainer.staleness.accepted.items()))))  # fmt: skip
+    table.add_row("skipped by lag", str(dict(sorted(trainer.staleness.skipped.items()))))
+    table.add_row("tokens/s", f"{s.tokens_per_s:,.0f}")
+    ts = trainer.learner.transformer.stats
+    table.add_row(
+        "re-tokenise mismatches / prompt mismatches / unrecorded steps / truncated",
+        f"{ts.retokenize_mismatches} of {ts.retokenize_checked} / {ts.prompt_mismatches} / "
+        f"{ts.unrecorded_steps} / {ts.truncated}",
+    )
+    return table

@@ -1,0 +1,356 @@
+"""The streaming trainer: ``sf.trajectories`` in, policy versions on ``sf.policy`` out.
+
+Staleness is decided from the ``sf-policy-version`` header alone, before a payload is
+decoded; too-stale trajectories are counted and skipped, never dropped silently. Records
+that break the contract go to the dead-letter topic. After each update the trainer commits
+one checkpoint holding model, optimizer, version and consumed offsets together, and
+announces the new weights ``{version, uri, sha256}`` on the compacted policy topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+
+from ..infra.config import Settings
+from ..infra.producer import EventProducer
+from ..infra.staleness import StalenessController
+from ..infra.topics import admin_client
+from ..schemas import DeadLetter, DecodeError, PolicyVersion, Trajectory, codec
+from ..schemas import headers as h
+from .checkpoint import CheckpointStore, TrainerState, TrainingJournal
+from .config import Mode, TrainerConfig
+from .learner import Learner, UpdateMetrics
+from .offsets import OffsetLedger
+from .transform import TrajectoryError
+from .vllm_reload import VllmServerReloader
+from .weights import WEIGHTS_FILE, StoredWeights, WeightStore, file_sha256
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Pending:
+    trajectory: Trajectory
+    partition: int
+    offset: int
+    version: int
+    arrived: float
+
+
+@dataclass
+class StreamStats:
+    """Counters of the stream side (what the CLI shows next to the update metrics)."""
+
+    received: int = 0
+    replayed: int = 0
+    """Records passed over on resume because the checkpoint already covers them."""
+    skipped_stale: int = 0
+    dead_lettered: int = 0
+    buffered: int = 0
+    published: int = 0
+    reload_errors: int = 0
+    last_update: UpdateMetrics | None = None
+    tokens: int = 0
+    train_seconds: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Mean training throughput so far."""
+        return self.tokens / self.train_seconds if self.train_seconds else 0.0
+
+
+class StreamingTrainer:
+    """Consumes trajectories under the staleness rule, updates, checkpoints and publishes."""
+
+    def __init__(
+        self,
+        config: TrainerConfig,
+        settings: Settings,
+        learner: Learner,
+        *,
+        on_update: Callable[[StreamingTrainer], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.learner = learner
+        self.on_update = on_update
+        self.topic = settings.topic(Trajectory.TOPIC)
+        self.store = WeightStore(config.weight_dir, config.policy_name)
+        self.checkpoints = CheckpointStore(config.checkpoint_dir, keep=config.keep_checkpoints)
+        self.journal = TrainingJournal(config.checkpoint_dir)
+        self.staleness = StalenessController(max_staleness=config.effective_staleness)
+        self.reloader = VllmServerReloader(config.vllm) if config.vllm.enabled else None
+        self.state = TrainerState()
+        self.ledger = OffsetLedger()
+        self.stats = StreamStats()
+        self._buffer: list[_Pending] = []
+        self._skipped_ids: list[str] = []
+        self._stopping = asyncio.Event()
+        self._producer = EventProducer(settings)
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka_bootstrap,
+            client_id=f"{settings.client_id}-trainer",
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            fetch_max_bytes=64 * 1024 * 1024,
+            max_partition_fetch_bytes=16 * 1024 * 1024,
+        )
+
+    @property
+    def version(self) -> int:
+        """The trainer's current policy version (updates taken)."""
+        return self.state.version
+
+    def request_stop(self) -> None:
+        """Ask :meth:`run` to finish the update in hand, checkpoint and return."""
+        self._stopping.set()
+
+    async def run(
+        self, *, max_updates: int | None = None, idle_timeout: float | None = None
+    ) -> StreamStats:
+        """Train until stopped, ``max_updates`` more updates, or ``idle_timeout`` s idle."""
+        await self._producer.start()
+        try:
+            await self._resume()
+            await self._consumer.start()
+            try:
+                await self._assign()
+                await self._loop(max_updates, idle_timeout)
+            finally:
+                await self._consumer.stop()
+        finally:
+            await self._producer.stop()
+        return self.stats
+
+    # ------------------------------------------------------------------ start-up
+
+    async def _resume(self) -> None:
+        state = await asyncio.to_thread(
+            self.checkpoints.load, self.learner.model, self.learner.optimizer
+        )
+        if state is None:
+            stored = await asyncio.to_thread(self._save_weights, 0)
+            self.state = TrainerState(version=0, published_version=0)
+            self.journal.truncate_after(0)
+            await asyncio.to_thread(self._checkpoint)
+            await self._announce(stored)
+            return
+        self.state = state
+        self.journal.truncate_after(state.commits)
+        self.ledger = OffsetLedger.from_json(state.offsets)
+        self.staleness.accepted = dict(state.accepted)
+        self.staleness.skipped = dict(state.skipped)
+        if state.published_version is not None:
+            # Re-announce: a kill between checkpoint and publish must not lose the version.
+            path = self.store.path_of(state.published_version)
+            stored = StoredWeights(state.published_version, path, file_sha256(path / WEIGHTS_FILE))
+            await self._announce(stored)
+
+    async def _assign(self) -> None:
+        tps = [TopicPartition(self.topic, p) for p in await self._partitions()]
+        self._consumer.assign(tps)
+        for tp in tps:
+            progress = self.ledger.partitions.get(tp.partition)
+            if progress is None:
+                await self._consumer.seek_to_beginning(tp)
+            else:
+                self._consumer.seek(tp, progress.watermark)
+
+    async def _partitions(self) -> list[int]:
+        """Partition ids of the trajectory topic (waits briefly for a just-created topic)."""
+        admin = admin_client(self.settings)
+        await admin.start()
+        try:
+            for _ in range(50):
+                described = await admin.describe_topics([self.topic])
+                found = [t for t in described if t["topic"] == self.topic and not t["error_code"]]
+                if found and found[0]["partitions"]:
+                    return sorted(p["partition"] for p in found[0]["partitions"])
+                await asyncio.sleep(0.2)
+        finally:
+            await admin.close()
+        raise RuntimeError(f"topic {self.topic} does not exist; run 'safactory topics create'")
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _loop(self, max_updates: int | None, idle_timeout: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        last_activity = loop.time()
+        done = 0
+        while not self._stopping.is_set():
+            if len(self._buffer) < self.config.max_buffered:
+                batches = await self._consumer.getmany(timeout_ms=100, max_records=1000)
+            else:  # backpressure: train (or release waiting groups) before reading more
+                batches = {}
+                await asyncio.sleep(0.05)
+            for records in batches.values():
+                for record in records:
+                    await self._admit(record)
+            if batches:
+                last_activity = loop.time()
+            chosen = self._select_batch()
+            if chosen:
+                await self._train(chosen)
+                done += 1
+                last_activity = loop.time()
+                if max_updates is not None and done >= max_updates:
+                    break
+            elif idle_timeout is not None and loop.time() - last_activity >= idle_timeout:
+                break
+        await asyncio.to_thread(self._checkpoint)
+
+    async def _admit(self, record: ConsumerRecord) -> None:
+        if self.ledger.is_done(record.partition, record.offset):
+            self.stats.replayed += 1
+            return
+        self.stats.received += 1
+        schema = h.header_value(record.headers, h.SCHEMA)
+        if schema != Trajectory.schema_id():
+            expected = Trajectory.schema_id()
+            reason = f"header {h.SCHEMA!r}={schema!r}, expected {expected!r} on {self.topic}"
+            await self._dead_letter(record, reason)
+            return
+        raw_version = h.header_value(record.headers, h.POLICY_VERSION)
+        if raw_version is None or not raw_version.isdigit():
+            reason = (
+                f"header {h.POLICY_VERSION!r}={raw_version!r} is missing or not a "
+                "non-negative integer"
+            )
+            await self._dead_letter(record, reason)
+            return
+        behaviour_version = int(raw_version)
+        if not self.staleness.is_fresh(self.version, behaviour_version):
+            episode = h.header_value(record.headers, h.EPISODE) or f"offset:{record.offset}"
+            self._skip(record.partition, record.offset, behaviour_version, episode)
+            return
+        try:
+            event = codec.decode(record.value, record.headers)
+        except DecodeError as exc:
+            await self._dead_letter(record, f"decode: {exc}")
+            return
+        assert isinstance(event, Trajectory)
+        try:
+            self.learner.transformer.validate(event)
+        except TrajectoryError as exc:
+            await self._dead_letter(record, f"trajectory: {exc}")
+            return
+        self._buffer.append(
+            _Pending(event, record.partition, record.offset, behaviour_version, time.monotonic())
+        )
+
+    def _skip(self, partition: int, offset: int, behaviour_version: int, episode: str) -> None:
+        self.staleness.consume(self.version, behaviour_version)
+        self.stats.skipped_stale += 1
+        self._skipped_ids.append(episode)
+        self.ledger.finish(partition, offset)
+
+    async def _dead_letter(self, record: ConsumerRecord, reason: str) -> None:
+        self.stats.dead_lettered += 1
+        wire = DeadLetter.wire_headers(
+            record.headers, reason, record.topic, record.partition, record.offset
+        )
+        future = await self._producer.send_raw(
+            self.settings.topic("dlq"), key=record.key, value=record.value, headers=wire
+        )
+        await future
+        self.ledger.finish(record.partition, record.offset)
+
+    def _select_batch(self) -> list[_Pending]:
+        fresh: list[_Pending] = []
+        for item in self._buffer:
+            if self.staleness.is_fresh(self.version, item.version):
+                fresh.append(item)
+            else:
+                self._skip(item.partition, item.offset, item.version,
+                           item.trajectory.episode_id)  # fmt: skip
+        self._buffer = fresh
+        self.stats.buffered = len(fresh)
+        groups: dict[str, list[_Pending]] = {}
+        for item in fresh:
+            groups.setdefault(item.trajectory.group_id, []).append(item)
+        size, now = self.config.group_size, time.monotonic()
+        eligible = [
+            members for members in groups.values()
+            if size is None or len(members) >= size
+            or now - members[0].arrived >= self.config.group_wait_s
+        ]  # fmt: skip
+        if sum(len(m) for m in eligible) < self.config.batch_size:
+            return []
+        limit = (
+            self.config.batch_size if self.config.mode is Mode.SYNC else self.config.max_batch_size
+        )
+        chosen: list[_Pending] = []
+        for members in eligible:
+            if chosen and len(chosen) + len(members) > limit:
+                break
+            chosen += members
+            if len(chosen) >= limit:
+                break
+        picked = {id(item) for item in chosen}
+        self._buffer = [item for item in fresh if id(item) not in picked]
+        return chosen
+
+    # ------------------------------------------------------------------ one update
+
+    async def _train(self, chosen: list[_Pending]) -> None:
+        for item in chosen:
+            self.staleness.consume(self.version, item.version)
+        metrics = await asyncio.to_thread(self.learner.update, [item.trajectory for item in chosen])
+        self.state.version += 1
+        self.state.trained_total += len(chosen)
+        for item in chosen:
+            self.ledger.finish(item.partition, item.offset)
+        self.journal.append(
+            self.state.commits + 1, self.version,
+            [item.trajectory.episode_id for item in chosen], self._skipped_ids,
+        )  # fmt: skip
+        self._skipped_ids = []
+        stored = None
+        if self.version % self.config.publish_every == 0:
+            stored = await asyncio.to_thread(self._save_weights, self.version)
+            self.state.published_version = self.version
+        await asyncio.to_thread(self._checkpoint)
+        if stored is not None:
+            await self._announce(stored)
+        self.stats.last_update = metrics
+        self.stats.tokens += metrics.tokens
+        self.stats.train_seconds += metrics.seconds
+        if self.on_update is not None:
+            self.on_update(self)
+
+    def _save_weights(self, version: int) -> StoredWeights:
+        stored = self.store.save(self.learner.model, self.learner.tokenizer, version)
+        self.store.point_current(stored)
+        return stored
+
+    def _checkpoint(self) -> None:
+        self.state.offsets = self.ledger.to_json()
+        self.state.accepted = dict(self.staleness.accepted)
+        self.state.skipped = dict(self.staleness.skipped)
+        if self._skipped_ids:
+            self.journal.append(self.state.commits + 1, self.version, [], self._skipped_ids)
+            self._skipped_ids = []
+        self.state.commits += 1
+        self.checkpoints.save(self.learner.model, self.learner.optimizer, self.state)
+
+    async def _announce(self, stored: StoredWeights) -> None:
+        event = PolicyVersion(
+            policy_name=self.config.policy_name, policy_version=stored.version,
+            uri=stored.uri, sha256=stored.sha256, trained_on=self.state.trained_total,
+        )  # fmt: skip
+        await self._producer.publish(event)
+        self.stats.published += 1
+        if self.reloader is not None:
+            try:
+                await self.reloader.reload(stored)
+            except RuntimeError as exc:
+                self.stats.reload_errors += 1
+                log.error("%s", exc)
