@@ -17,7 +17,6 @@ from ..infra.topics import create_topics, describe_topics
 from .demo import demo
 from .simulate import app as simulate_app
 from .train import train
-from .train import train
 
 app = typer.Typer(
     help="Safactory: discover unsafe agent behaviour, keep it as data, train the fix, verify.",
@@ -31,7 +30,6 @@ app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
 app.add_typer(simulate_app, name="simulate")
 app.command("demo")(demo)
-app.command("train")(train)
 app.command("train")(train)
 
 console = Console()
