@@ -1,12 +1,19 @@
 """Event-bus throughput: raw aiokafka against Safactory's helpers, side by side, one broker.
 
-Raw: pre-encoded 1 KB byte payloads, AIOKafkaProducer (acks=all, idempotent) and a plain
-AIOKafkaConsumer (auto-commit, its default). Ours: build each Step event (pydantic
-validation), encode, stamp the contract headers and send through EventProducer (per-event
-``send``, and batched ``publish_many``); consume through EventConsumer (decode, validate,
-header agreement, handler call, commit of handled offsets every second). Same producer
-tuning on both sides; each round and side uses a fresh topic.
-Rounds alternate raw/ours; the median round is reported. Target: ours ≥ 70% of raw.
+Raw: pre-encoded 1 KB byte payloads, AIOKafkaProducer (acks=all, idempotent, per-event
+``send``) and a plain AIOKafkaConsumer (auto-commit, its default). Ours: build each Step
+event (pydantic validation), encode it, stamp the contract headers and send it through
+EventProducer (per-event ``send``; batched ``publish_many`` reported beside it); consume
+through EventConsumer (decode, validate, header/payload agreement, handler call, commit of
+handled offsets every second). Same producer tuning on both sides; every measurement uses
+a fresh topic; rounds alternate raw/ours and the median round is reported.
+
+Two shapes, both reported:
+- sequential: produce N, then consume N in the same process (each phase timed alone);
+- pipelined: the consumer runs in its own process while the producer sends, as agents and
+  auditors do; events/s = N / (last event consumed − first event sent).
+
+Target (issue 2): ours ≥ 70% of raw aiokafka's events/s.
 
     python bench/bus.py --events 30000 --rounds 3
 """
@@ -15,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing as mp
 import statistics
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -31,6 +40,7 @@ PAYLOAD_BYTES = 1024
 CHUNK = 2000
 PRODUCER_TUNING = {"acks": "all", "enable_idempotence": True, "linger_ms": 5,
                    "max_batch_size": 256 * 1024}  # fmt: skip
+SIDES = ("raw", "send", "publish_many")
 
 
 def step_fields(i: int) -> dict[str, object]:
@@ -42,98 +52,149 @@ def step_fields(i: int) -> dict[str, object]:
     }  # fmt: skip
 
 
-async def raw_round(bootstrap: str, topic: str, n: int) -> tuple[float, float]:
-    payload = b"y" * PAYLOAD_BYTES
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **PRODUCER_TUNING)
-    await producer.start()
-    t0 = time.perf_counter()
-    futures = [await producer.send(topic, payload, key=f"ep-{i % 64}".encode()) for i in range(n)]
-    await asyncio.gather(*futures)
-    produce_s = time.perf_counter() - t0
-    await producer.stop()
-
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"raw-{uuid.uuid4()}",
-                                auto_offset_reset="earliest")  # fmt: skip
-    await consumer.start()
-    t0 = time.perf_counter()
-    seen = 0
-    while seen < n:
-        batch = await consumer.getmany(timeout_ms=1000, max_records=500)
-        seen += sum(len(r) for r in batch.values())
-    consume_s = time.perf_counter() - t0
-    await consumer.stop()
-    return n / produce_s, n / consume_s
+# ------------------------------------------------------------------ producing
 
 
-async def ours_round(settings: Settings, n: int, batched: bool) -> tuple[float, float]:
-    async with EventProducer(settings, **PRODUCER_TUNING) as producer:
-        t0 = time.perf_counter()
-        if batched:  # publish_many in chunks, as a bulk importer or replay would
+async def produce(side: str, settings: Settings, n: int) -> float:
+    """Send ``n`` events; returns the wall time at which the first one was sent."""
+    if side == "raw":
+        payload = b"y" * PAYLOAD_BYTES
+        producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, **PRODUCER_TUNING)
+        await producer.start()
+        start = time.time()
+        topic = settings.topic("steps")
+        futures = [await producer.send(topic, payload, key=f"ep-{i % 64}".encode())
+                   for i in range(n)]  # fmt: skip
+        await asyncio.gather(*futures)
+        await producer.stop()
+        return start
+    async with EventProducer(settings, **PRODUCER_TUNING) as ours:
+        start = time.time()
+        if side == "publish_many":  # as a bulk importer or a replay would
             for lo in range(0, n, CHUNK):
                 chunk = [
                     s.Step.model_validate(step_fields(i)) for i in range(lo, min(n, lo + CHUNK))
                 ]
-                await producer.publish_many(chunk)
+                await ours.publish_many(chunk)
         else:  # one send per event, as an agent publishing steps live
-            futures = [await producer.send(s.Step.model_validate(step_fields(i))) for i in range(n)]
+            futures = [await ours.send(s.Step.model_validate(step_fields(i))) for i in range(n)]
             await asyncio.gather(*futures)
-        produce_s = time.perf_counter() - t0
+    return start
 
+
+# ------------------------------------------------------------------ consuming
+
+
+async def consume(side: str, settings: Settings, n: int, ready: Callable[[], None]) -> float:
+    """Consume ``n`` events; call ``ready`` once the group is joined; return the wall time
+    at which the last one was handled."""
+    group = f"bench-{uuid.uuid4()}"
+    if side == "raw":
+        raw = AIOKafkaConsumer(settings.topic("steps"), bootstrap_servers=settings.kafka_bootstrap,
+                               group_id=group, auto_offset_reset="earliest")  # fmt: skip
+        await raw.start()
+        await _until(lambda: bool(raw.assignment()), lambda: raw.getmany(timeout_ms=100))
+        ready()
+        seen = 0
+        while seen < n:
+            batch = await raw.getmany(timeout_ms=1000, max_records=500)
+            seen += sum(len(r) for r in batch.values())
+        end = time.time()
+        await raw.stop()
+        return end
     handled = 0
 
     async def handle(_: Delivery) -> None:
         nonlocal handled
         handled += 1
 
-    consumer = EventConsumer(["steps"], f"ours-{uuid.uuid4()}", handler=handle, settings=settings)
-    await consumer.start()
-    t0 = time.perf_counter()
-    while handled < n:
-        await consumer.poll_once(timeout_ms=1000)
-    consume_s = time.perf_counter() - t0
-    await consumer.stop()
-    return n / produce_s, n / consume_s
+    async with EventConsumer(["steps"], group, handler=handle, settings=settings) as consumer:
+        await _until(lambda: bool(consumer.assignment()), lambda: consumer.poll_once(100))
+        ready()
+        while handled < n:
+            await consumer.poll_once(timeout_ms=1000)
+        return time.time()
+
+
+async def _until(done: Callable[[], bool], step: Callable[[], Awaitable[object]]) -> None:
+    while not done():
+        await step()
+
+
+def _consumer_process(side: str, prefix: str, bootstrap: str, n: int, conn: object) -> None:
+    settings = Settings(kafka_bootstrap=bootstrap, topic_prefix=prefix)
+    end = asyncio.run(consume(side, settings, n, lambda: conn.send("ready")))  # type: ignore[attr-defined]
+    conn.send(end)  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------ rounds
+
+
+async def fresh_topics(bootstrap: str) -> Settings:
+    settings = Settings(kafka_bootstrap=bootstrap, topic_prefix=f"bench{uuid.uuid4().hex[:8]}.")
+    await create_topics(settings, [BY_NAME["steps"], BY_NAME["dlq"]])
+    return settings
+
+
+async def sequential(side: str, bootstrap: str, n: int) -> tuple[float, float]:
+    """Events/s of producing, then of consuming, the same ``n`` events."""
+    settings = await fresh_topics(bootstrap)
+    start = await produce(side, settings, n)
+    produce_s = time.time() - start
+    t0 = time.time()
+    end = await consume(side, settings, n, lambda: None)
+    return n / produce_s, n / (end - t0)
+
+
+async def pipelined(side: str, bootstrap: str, n: int) -> float:
+    """Events/s with the consumer in its own process, running while the producer sends."""
+    settings = await fresh_topics(bootstrap)
+    parent, child = mp.get_context("spawn").Pipe()
+    proc = mp.get_context("spawn").Process(
+        target=_consumer_process, args=(side, settings.topic_prefix, bootstrap, n, child)
+    )
+    proc.start()
+    assert await asyncio.to_thread(parent.recv) == "ready"
+    start = await produce(side, settings, n)
+    end = await asyncio.to_thread(parent.recv)
+    proc.join()
+    return n / (end - start)
 
 
 async def main(args: argparse.Namespace) -> None:
     encoded = len(s.encode(s.Step.model_validate(step_fields(0))).value)
-    print(f"events per round: {args.events}; our step payload {encoded} B, raw {PAYLOAD_BYTES} B")
-    rows: dict[str, list[tuple[float, float]]] = {"raw": [], "send": [], "publish_many": []}
+    print(f"{args.events} events per measurement; our step payload {encoded} B, "
+          f"raw payload {PAYLOAD_BYTES} B; {args.rounds} rounds")  # fmt: skip
+    seq: dict[str, list[tuple[float, float]]] = {k: [] for k in SIDES}
+    pipe: dict[str, list[float]] = {k: [] for k in SIDES}
     for r in range(args.rounds):
-        prefix = f"bench{uuid.uuid4().hex[:6]}."
-        settings = Settings(kafka_bootstrap=args.bootstrap, topic_prefix=prefix)
-        await create_topics(settings, [BY_NAME["steps"], BY_NAME["dlq"]])
-        raw_topic = settings.topic("steps") + "-raw"
-        await create_topics(settings.model_copy(update={"topic_prefix": raw_topic[:-5]}),
-                            [BY_NAME["steps"]])  # fmt: skip
-        rows["raw"].append(await raw_round(args.bootstrap, raw_topic, args.events))
-        rows["send"].append(await ours_round(settings, args.events, batched=False))
-        settings = settings.model_copy(update={"topic_prefix": prefix + "b."})
-        await create_topics(settings, [BY_NAME["steps"], BY_NAME["dlq"]])
-        rows["publish_many"].append(await ours_round(settings, args.events, batched=True))
+        for side in SIDES:
+            seq[side].append(await sequential(side, args.bootstrap, args.events))
+            pipe[side].append(await pipelined(side, args.bootstrap, args.events))
         print(f"round {r + 1}: " + " | ".join(
-            f"{k} produce {v[-1][0]:,.0f}/s consume {v[-1][1]:,.0f}/s" for k, v in rows.items()
-        ))  # fmt: skip
+            f"{k}: produce {seq[k][-1][0]:,.0f}/s consume {seq[k][-1][1]:,.0f}/s "
+            f"pipelined {pipe[k][-1]:,.0f}/s" for k in SIDES))  # fmt: skip
 
-    def med(name: str, phase: int | None) -> float:
-        if phase is None:  # produce then consume the same events
-            return statistics.median(1 / (1 / p + 1 / c) for p, c in rows[name])
-        return statistics.median(x[phase] for x in rows[name])
-
-    print(f"\nmedian events/s over {args.rounds} rounds")
-    print(f"{'':<18}{'raw aiokafka':>14}{'ours: send':>12}{'ratio':>7}"
+    med = statistics.median
+    table = {
+        "produce (sequential)": {k: med(p for p, _ in seq[k]) for k in SIDES},
+        "consume (sequential)": {k: med(c for _, c in seq[k]) for k in SIDES},
+        "produce then consume": {k: med(1 / (1 / p + 1 / c) for p, c in seq[k]) for k in SIDES},
+        "pipelined, 2 processes": {k: med(pipe[k]) for k in SIDES},
+    }
+    print(f"\nmedian events/s      {'raw aiokafka':>13}{'ours: send':>12}{'ratio':>7}"
           f"{'ours: publish_many':>20}{'ratio':>7}")  # fmt: skip
-    for label, phase in (("produce", 0), ("consume", 1), ("produce+consume", None)):
-        raw, one, many = med("raw", phase), med("send", phase), med("publish_many", phase)
-        cells = f"{raw:>14,.0f}{one:>12,.0f}{one / raw:>7.0%}{many:>20,.0f}{many / raw:>7.0%}"
-        print(f"{label:<18}{cells}")
+    for label, row in table.items():
+        raw, one, many = row["raw"], row["send"], row["publish_many"]
+        print(f"{label:<22}{raw:>13,.0f}{one:>12,.0f}{one / raw:>7.0%}"
+              f"{many:>20,.0f}{many / raw:>7.0%}")  # fmt: skip
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker to measure against")
-    parser.add_argument("--events", type=int, default=30_000, help="events per round")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating raw/ours rounds")
+    parser.add_argument("--events", type=int, default=30_000, help="events per measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds over all sides")
     asyncio.run(main(parser.parse_args()))
