@@ -14,6 +14,7 @@ from ..infra.broker import BrokerError
 from ..infra.config import get_settings
 from ..infra.local import local_broker, uses_local_broker
 from ..infra.topics import create_topics, describe_topics
+from . import data as _data
 from .demo import demo
 from .simulate import app as simulate_app
 from .train import train
@@ -31,6 +32,14 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(simulate_app, name="simulate")
 app.command("demo")(demo)
 app.command("train")(train)
+worker_app = typer.Typer(help="Run the factory's stream workers.", no_args_is_help=True)
+app.add_typer(worker_app, name="worker")
+worker_app.command("sink")(_data.sink)
+worker_app.command("assemble")(_data.assemble)
+worker_app.command("score")(_data.score)
+worker_app.command("skills")(_data.skills)
+app.command("query")(_data.query)
+app.command("export")(_data.export)
 
 console = Console()
 err = Console(stderr=True)

@@ -35,6 +35,8 @@ class Delivery:
     offset: int
     key: bytes | None
     headers: Sequence[tuple[str, bytes]]
+    value: bytes | None = None
+    """The record's payload as received (sinks store it without re-encoding)."""
 
 
 Handler = Callable[[Delivery], Awaitable[None]]
@@ -246,4 +248,4 @@ class _CommitOnRevoke(ConsumerRebalanceListener):
 
 def _delivery(event: Event, record: ConsumerRecord) -> Delivery:
     return Delivery(event, record.topic, record.partition, record.offset, record.key,
-                    record.headers)  # fmt: skip
+                    record.headers, record.value)  # fmt: skip

@@ -1,0 +1,109 @@
+"""Sink ingest rate vs a raw LanceDB append of the same Arrow batches, in one run.
+
+Both paths write the same rows in the same batch sizes into fresh tables of one database:
+
+* raw      — ``table.add(arrow_batch)`` of pre-built Arrow batches (the floor of the cost);
+* sink     — ``LanceSink.write_batch(deliveries)``: event → row conversion, offset
+             watermark, in-batch dedupe, one indexed id lookup per batch, then ``add``;
+* sink-noid — the sink without the id lookup (offset watermark and in-batch dedupe only);
+* merge    — ``merge_insert("event_id").when_not_matched_insert_all()`` of the raw batches,
+             the obvious alternative for idempotency, for reference.
+
+Embedding is off (it is measured separately with --embed-sample).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+from safactory.infra.consumer import Delivery
+from safactory.schemas import Action, Step, codec
+from safactory.sinks.lance import LanceSink, open_db
+from safactory.sinks.tables import COLUMNS, step_text, table_schema
+
+
+def make_deliveries(n: int, partitions: int = 3) -> list[Delivery]:
+    """``n`` step events spread over partitions, as the consumer hands them over."""
+    out = []
+    for i in range(n):
+        step = Step(
+            episode_id=f"ep-{i // 20}", step_index=i % 20, env=f"env-{i % 4}",
+            task_id=f"task-{i // 200}", policy_version=i // 5000,
+            observation=f"observation {i}: the page lists {i % 97} items and a note",
+            action=Action(text=f"click item {i % 13}"), tool_result=f"ok {i}",
+        )  # fmt: skip
+        record = codec.encode(step)
+        p = i % partitions
+        out.append(
+            Delivery(step, "sf.steps", p, i // partitions, record.key, record.headers, record.value)
+        )
+    return out
+
+
+def timed(fn, batches) -> float:
+    start = time.perf_counter()
+    for batch in batches:
+        fn(batch)
+    return time.perf_counter() - start
+
+
+def _merge_insert(table):
+    return lambda batch: table.merge_insert("event_id").when_not_matched_insert_all().execute(batch)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=20_000, help="rows per path")
+    parser.add_argument("--batch", type=int, default=1000, help="rows per batch (one commit)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; order alternates")
+    parser.add_argument("--db", type=Path, default=None, help="database folder (default: temp)")
+    parser.add_argument("--embed-sample", type=int, default=0,
+                        help="also time MiniLM embedding of this many step texts")  # fmt: skip
+    args = parser.parse_args()
+    db_path = args.db or Path(tempfile.mkdtemp(prefix="sink-bench-"))
+    deliveries = make_deliveries(args.rows)
+    chunks = [deliveries[i : i + args.batch] for i in range(0, args.rows, args.batch)]
+    schema = table_schema("steps")
+    arrow = [pa.Table.from_pydict(COLUMNS["steps"](c), schema) for c in chunks]
+    paths = {
+        "raw add": lambda db, root: (db.create_table("raw", schema=schema).add, arrow),
+        "sink": lambda db, root: (LanceSink(root / "sink").write_batch, chunks),
+        "sink no id lookup": lambda db, root: (
+            LanceSink(root / "noid", check_ids=False).write_batch, chunks),
+        "merge_insert": lambda db, root: (_merge_insert(db.create_table("merge", schema=schema)),
+                                          arrow),
+    }  # fmt: skip
+    rates: dict[str, list[float]] = {name: [] for name in paths}
+    for r in range(args.rounds):
+        root = db_path / f"round{r}"
+        db = open_db(root)
+        order = list(paths) if r % 2 == 0 else list(reversed(paths))
+        for name in order:
+            fn, batches = paths[name](db, root)
+            rates[name].append(args.rows / timed(fn, batches))
+        counts = {t: db.open_table(t).count_rows() for t in ("raw", "merge")}
+        assert counts == {"raw": args.rows, "merge": args.rows}, counts
+    raw_rate = statistics.median(rates["raw add"])
+    print(f"rows={args.rows} batch={args.batch} rounds={args.rounds} (median) db={db_path}")
+    for name, values in rates.items():
+        rate = statistics.median(values)
+        print(f"{name:>18}: {rate:10.0f} rows/s  ({rate / raw_rate:6.1%} of raw)")
+    if args.embed_sample:
+        from safactory.sinks.embed import MiniLMEmbedder
+
+        texts = [step_text(d.event) for d in deliveries[: args.embed_sample]]  # type: ignore[arg-type]
+        embedder = MiniLMEmbedder()
+        start = time.perf_counter()
+        embedder.embed(texts)
+        print(f"{'MiniLM embedding':>18}: {len(texts) / (time.perf_counter() - start):10.0f} "
+              "texts/s (CPU)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

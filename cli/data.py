@@ -1,0 +1,334 @@
+"""Data-platform commands: the sink and assembler workers, ``query`` and ``export``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ..infra.config import get_settings
+from ..sinks.query import Selection
+
+console = Console()
+err = Console(stderr=True)
+
+DEFAULT_DB = "lancedb"
+DbOption = Annotated[
+    Path,
+    typer.Option("--db", envvar="SF_LANCEDB", help="LanceDB database folder (env SF_LANCEDB)"),
+]
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code=1)
+
+
+def sink(
+    db: DbOption = Path(DEFAULT_DB),
+    group: Annotated[str, typer.Option(help="consumer group; one sink group per database")] = (
+        "safactory-sink"
+    ),
+    embed: Annotated[
+        bool, typer.Option(help="embed step and skill text with MiniLM for --like search")
+    ] = True,
+    max_records: Annotated[int, typer.Option(help="records per batch (one commit each)")] = 1000,
+    maintain_every: Annotated[
+        float, typer.Option(help="seconds between optimize / index / cleanup passes")
+    ] = 300.0,
+    idle_exit: Annotated[
+        float | None, typer.Option(help="exit after this many idle seconds (backfills)")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log every batch")] = False,
+) -> None:
+    """Store steps, episodes, verdicts, trajectories, scores and skills in LanceDB.
+
+    Each event once (idempotent on the event id); offsets are committed only after a batch
+    is durable; indexes, compaction and cleanup of untagged old versions run periodically.
+    """
+    from ..sinks.embed import MiniLMEmbedder
+    from ..sinks.worker import SinkOptions, run_sink
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+    options = SinkOptions(
+        db_path=db, group_id=group, max_records=max_records,
+        maintain_every_s=maintain_every, idle_timeout_s=idle_exit,
+    )  # fmt: skip
+    embedder = MiniLMEmbedder() if embed else None
+    try:
+        result = asyncio.run(run_sink(get_settings(), options, embedder))
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"sink stopped: {result.stats}")
+
+
+def assemble(
+    verdict_timeout: Annotated[
+        float, typer.Option(help="seconds after an episode ends to wait for its verdicts")
+    ] = 30.0,
+    episode_timeout: Annotated[
+        float, typer.Option(help="seconds of silence before an unended episode is abandoned")
+    ] = 900.0,
+    require_verdicts: Annotated[
+        bool, typer.Option(help="wait for episode-level verdicts (off: complete at the end)")
+    ] = True,
+    checker: Annotated[
+        list[str] | None,
+        typer.Option(help="a checker whose episode verdict is required (repeatable; default any)"),
+    ] = None,
+    rule: Annotated[
+        Path | None,
+        typer.Option(help="JSON file of the reward rule (fields of RewardRule); default built-in"),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="info-level logs")] = False,
+) -> None:
+    """Assemble reward-complete trajectories onto sf.trajectories.
+
+    Folds steps, episode events and verdicts; keyed by group id, sf-policy-version = the
+    oldest version in the trajectory; unended episodes are closed as abandoned.
+    """
+    import faust
+    from pydantic import ValidationError
+
+    from ..streams.assembly import AssemblerConfig, RewardRule
+    from ..streams.assembly.processor import build_assembler_app, restore_state
+
+    reward_rule = RewardRule()
+    if rule is not None:
+        try:
+            reward_rule = RewardRule.model_validate_json(rule.read_bytes())
+        except OSError as exc:
+            raise _fail(f"--rule {rule}: cannot read ({exc.strerror})") from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise _fail(f"--rule {rule}: field {field!r}: {first['msg']}") from None
+    config = AssemblerConfig(
+        reward_rule=reward_rule, require_verdicts=require_verdicts,
+        required_checkers=frozenset(checker or ()), verdict_timeout_s=verdict_timeout,
+        episode_timeout_s=episode_timeout,
+    )  # fmt: skip
+    settings = get_settings()
+    restored = asyncio.run(restore_state(settings))
+    app, _ = build_assembler_app(
+        settings, config, name=f"{settings.topic_prefix}assemble", restored=restored
+    )
+    faust.Worker(app, loglevel="info" if verbose else "warning").execute_from_commandline()
+
+
+EnvOpt = Annotated[str | None, typer.Option(help="only this environment")]
+TaskOpt = Annotated[str | None, typer.Option(help="only this task id")]
+RiskOpt = Annotated[str | None, typer.Option(help="only data with a verdict of this risk type")]
+SeverityOpt = Annotated[
+    str | None, typer.Option(help="only data with a verdict at least this severe (low..critical)")
+]
+VersionOpt = Annotated[int | None, typer.Option(help="only this policy version")]
+MinVersionOpt = Annotated[int | None, typer.Option(help="only policy versions >= this")]
+SinceOpt = Annotated[str | None, typer.Option(help="produced at or after (unix s or ISO 8601)")]
+UntilOpt = Annotated[str | None, typer.Option(help="produced before (unix s or ISO 8601)")]
+
+
+def _selection(
+    env: str | None, task: str | None, risk_type: str | None, severity: str | None,
+    policy_version: int | None, min_policy_version: int | None, since: str | None,
+    until: str | None,
+) -> Selection:  # fmt: skip
+    from ..schemas import Severity
+    from ..sinks.query import QueryError, parse_time
+
+    min_severity = None
+    if severity is not None:
+        try:
+            min_severity = Severity(severity.lower())
+        except ValueError:
+            choices = ", ".join(s.value for s in Severity)
+            raise _fail(f"--severity {severity!r}: choose one of {choices}") from None
+    try:
+        start, end = (parse_time(since) if since else None), (parse_time(until) if until else None)
+    except QueryError as exc:
+        raise _fail(str(exc)) from None
+    return Selection(
+        env=env, task=task, risk_type=risk_type, min_severity=min_severity,
+        policy_version=policy_version, min_policy_version=min_policy_version,
+        since=start, until=end,
+    )  # fmt: skip
+
+
+SHOWN = {
+    "steps": ["episode_id", "step_index", "env", "task_id", "policy_version", "text"],
+    "episodes": ["episode_id", "kind", "env", "task_id", "outcome", "task_reward", "unsafe"],
+    "verdicts": ["episode_id", "step_index", "checker", "risk_type", "severity", "decision"],
+    "trajectories": ["episode_id", "group_id", "env", "outcome", "reward", "policy_version"],
+    "scores": ["episode_id", "scorer", "composite"],
+    "skills": ["skill_id", "title", "env", "text"],
+}
+
+
+TableOpt = Annotated[
+    str, typer.Option(help="steps, episodes, verdicts, trajectories, scores or skills")
+]
+
+
+def query(
+    table: TableOpt = "steps",
+    db: DbOption = Path(DEFAULT_DB),
+    env: EnvOpt = None,
+    task: TaskOpt = None,
+    risk_type: RiskOpt = None,
+    severity: SeverityOpt = None,
+    policy_version: VersionOpt = None,
+    min_policy_version: MinVersionOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    like: Annotated[
+        str | None, typer.Option(help="semantic search: rows nearest in meaning to this text")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="most rows to return")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="full stored events, one per line")] = (
+        False
+    ),
+) -> None:
+    """Look up stored data by filters or by meaning (--like).
+
+    Filters: env, task, risk type, minimum severity, policy version, time range. Prints a
+    table, or the stored events as JSON lines (--json).
+    """
+    import json
+
+    from rich.table import Table
+
+    from ..sinks.query import QueryError, run_query
+
+    sel = _selection(env, task, risk_type, severity, policy_version, min_policy_version,
+                     since, until)  # fmt: skip
+    embedder = None
+    if like is not None and table in ("steps", "skills"):
+        from ..sinks.embed import MiniLMEmbedder
+
+        embedder = MiniLMEmbedder()
+    try:
+        rows = run_query(db, table, sel, like=like, embedder=embedder, limit=limit)
+    except QueryError as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        for row in rows.to_pylist():
+            record = json.loads(row["payload"])
+            if "_distance" in row:
+                record["_distance"] = row["_distance"]
+            print(json.dumps(record, ensure_ascii=False))
+        return
+    shown = SHOWN[table] + [c for c in ("_distance", "_score") if c in rows.column_names]
+    out = Table(*shown, title=f"{table}: {rows.num_rows} rows")
+    for row in rows.to_pylist():
+        out.add_row(*(_cell(row.get(c)) for c in shown))
+    console.print(out)
+
+
+def _cell(value: object) -> str:
+    text = "" if value is None else (f"{value:.4g}" if isinstance(value, float) else str(value))
+    return text.replace("\n", " ")[:80]
+
+
+def export(
+    out: Annotated[Path, typer.Option(help="output file (.jsonl or .parquet)")],
+    db: DbOption = Path(DEFAULT_DB),
+    fmt: Annotated[str, typer.Option("--format", help="jsonl or parquet")] = "jsonl",
+    env: EnvOpt = None,
+    task: TaskOpt = None,
+    risk_type: RiskOpt = None,
+    severity: SeverityOpt = None,
+    policy_version: VersionOpt = None,
+    min_policy_version: MinVersionOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    min_reward: Annotated[float | None, typer.Option(help="only trajectories rewarded >= this")] = (
+        None
+    ),
+    tag: Annotated[
+        str | None, typer.Option(help="tag the LanceDB version read, so cleanup keeps it")
+    ] = None,
+) -> None:
+    """Export trajectories for fine-tuning (OpenAI chat format, JSONL or Parquet).
+
+    A dataset card is written beside the file: counts, sources, selection rule, LanceDB
+    version (and tag, with --tag, so cleanup keeps that version).
+    """
+    from ..sinks.export import card_path, export_trajectories
+    from ..sinks.query import QueryError
+
+    if fmt not in ("jsonl", "parquet"):
+        raise _fail(f"--format {fmt!r}: choose jsonl or parquet")
+    sel = _selection(env, task, risk_type, severity, policy_version, min_policy_version,
+                     since, until)  # fmt: skip
+    try:
+        facts = export_trajectories(db, out, sel, fmt=fmt, min_reward=min_reward, tag=tag)  # type: ignore[arg-type]
+    except QueryError as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"wrote {facts['records']} trajectories to {out}; card {card_path(out)}")
+
+
+IdleOpt = Annotated[
+    float | None, typer.Option(help="exit after this many idle seconds (backfills)")
+]
+
+
+def score(
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            help="local Hugging Face causal LM folder for perplexity and IFD "
+            "(default: no LM components)"
+        ),
+    ] = None,
+    group: Annotated[str, typer.Option(help="consumer group")] = "safactory-scorer",
+    idle_exit: IdleOpt = None,
+) -> None:
+    """Score trajectories' data value onto sf.scores.
+
+    Components: quality, complexity, IFD (with --model), novelty, safety; and a composite.
+    """
+    from ..streams.scoring.embedding import MiniLM
+    from ..streams.scoring.perplexity import LMScorer
+    from ..streams.scoring.worker import run_scorer
+
+    lm = None
+    if model is not None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if not (model / "config.json").is_file():
+            raise _fail(f"--model {model}: no config.json there; give a saved HF model folder")
+        lm = LMScorer(AutoModelForCausalLM.from_pretrained(model, local_files_only=True),
+                      AutoTokenizer.from_pretrained(model, local_files_only=True))  # fmt: skip
+    stats = asyncio.run(run_scorer(get_settings(), MiniLM(), lm, group_id=group,
+                                   idle_timeout_s=idle_exit))  # fmt: skip
+    console.print(f"scorer stopped: {stats}")
+
+
+def skills(
+    group: Annotated[str, typer.Option(help="consumer group")] = "safactory-skills",
+    verdict_wait: Annotated[
+        float, typer.Option(help="seconds to wait for a trajectory's verdicts")
+    ] = 30.0,
+    merge_above: Annotated[
+        float, typer.Option(help="cosine similarity above which two lessons are one skill")
+    ] = 0.9,
+    idle_exit: IdleOpt = None,
+) -> None:
+    """Distil skills from failed and unsafe trajectories onto sf.skills.
+
+    Lessons come from verdict evidence and the step that went wrong; near-duplicates (by
+    embedding) merge into one skill.
+    """
+    from ..streams.scoring.embedding import MiniLM
+    from ..streams.skills.library import SkillLibrary
+    from ..streams.skills.worker import run_skills
+
+    library = SkillLibrary(MiniLM(), merge_above=merge_above)
+    run = run_skills(get_settings(), library, group_id=group, verdict_wait_s=verdict_wait,
+                     idle_timeout_s=idle_exit)  # fmt: skip
+    stats = asyncio.run(run)
+    console.print(f"skills worker stopped: {stats}")

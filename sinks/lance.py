@@ -1,0 +1,152 @@
+"""The LanceDB store: how a batch is written, and what a table already holds.
+
+One writer per table (one sink process owns the database). Maintenance compacts, updates
+indexes and drops old versions; versions a training run used are tagged so they survive.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import lancedb
+import pyarrow as pa
+import pyarrow.compute as pc
+from lancedb.index import FTS, Bitmap, BTree, IvfSq
+
+from .base import BatchSink, Columns
+from .embed import Embedder
+from .tables import COLUMNS, EMBEDDED_TABLES, SCALAR_INDEXES, TABLE_OF, table_schema
+
+VECTOR_INDEX_MIN_ROWS = 20_000
+"""Below this many rows vector search scans (exact and fast enough); above, IVF-SQ."""
+
+
+def sql_quote(text: str) -> str:
+    """A SQL string literal for a LanceDB filter."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def open_db(path: str | Path) -> lancedb.DBConnection:
+    """Connect to the LanceDB database at ``path`` (a folder; created if missing)."""
+    return lancedb.connect(str(path))
+
+
+class LanceSink(BatchSink):
+    """Writes the factory's tables to a LanceDB database folder."""
+
+    def __init__(
+        self, path: str | Path, *, embedder: Embedder | None = None, check_ids: bool = True
+    ) -> None:
+        super().__init__(TABLE_OF, COLUMNS, check_ids=check_ids)
+        self.path = Path(path)
+        self.db = open_db(self.path)
+        self.embedder = embedder
+        self._open: dict[str, lancedb.table.Table] = {}
+        self._vector_field: dict[str, pa.Field] = {}
+
+    def table(self, name: str) -> lancedb.table.Table:
+        """The table ``name``, created with its schema if it does not exist yet."""
+        if name not in self._open:
+            dim = self.embedder.dim if self.embedder else None
+            schema = table_schema(name, dim)
+            if name in self.db.list_tables().tables:
+                table = self.db.open_table(name)
+                if "vector" in table.schema.names and name in EMBEDDED_TABLES and not dim:
+                    raise ValueError(
+                        f"{self.path}/{name}: table has a 'vector' column but embedding is "
+                        "off; run the sink with embedding on (drop --no-embed)"
+                    )
+            else:
+                table = self.db.create_table(name, schema=schema)
+            self._open[name] = table
+            if "vector" in table.schema.names:
+                self._vector_field[name] = table.schema.field("vector")
+        return self._open[name]
+
+    # ------------------------------------------------------------------ BatchSink
+    def write(self, table: str, columns: Columns) -> None:
+        """Append in one commit (embedding the text first where the table has vectors)."""
+        target = self.table(table)
+        arrow = pa.Table.from_pydict(columns, table_schema(table))
+        if table in self._vector_field:
+            assert self.embedder is not None
+            vectors = self.embedder.embed(columns["text"])
+            flat = pa.array(vectors.reshape(-1), type=pa.float32())
+            column = pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])
+            arrow = arrow.append_column(self._vector_field[table], column)
+        target.add(arrow)
+
+    def stored_offsets(self, table: str) -> dict[tuple[str, int], int]:
+        """Max ``source_offset`` per (topic, partition), from three narrow columns."""
+        target = self.table(table)
+        if target.count_rows() == 0:
+            return {}
+        cols = ["source_topic", "source_partition", "source_offset"]
+        data = target.search().select(cols).limit(None).to_arrow()
+        grouped = data.group_by(["source_topic", "source_partition"]).aggregate(
+            [("source_offset", "max")]
+        )
+        return {
+            (t, p): o
+            for t, p, o in zip(
+                grouped["source_topic"].to_pylist(), grouped["source_partition"].to_pylist(),
+                grouped["source_offset_max"].to_pylist(), strict=True,
+            )
+        }  # fmt: skip
+
+    def existing_ids(self, table: str, ids: list[str]) -> set[str]:
+        """One indexed ``event_id IN (...)`` lookup."""
+        target = self.table(table)
+        if not ids or target.count_rows() == 0:
+            return set()
+        where = f"event_id IN ({', '.join(sql_quote(i) for i in ids)})"
+        found = target.search().where(where).select(["event_id"]).limit(len(ids)).to_arrow()
+        return set(pc.unique(found["event_id"]).to_pylist())
+
+    def stored_ids(self, table: str) -> list[str]:
+        """The ``event_id`` column, read alone."""
+        target = self.table(table)
+        if target.count_rows() == 0:
+            return []
+        return target.search().select(["event_id"]).limit(None).to_arrow()["event_id"].to_pylist()
+
+    # ------------------------------------------------------------------ maintenance
+    def ensure_indexes(self) -> list[str]:
+        """Create missing scalar, full-text and (once big enough) vector indexes."""
+        made = []
+        for name in self.tables():
+            target = self.table(name)
+            have = {tuple(i.columns) for i in target.list_indices()}
+            for column, kind in SCALAR_INDEXES[name]:
+                if (column,) not in have:
+                    target.create_index(column, config=BTree() if kind == "BTREE" else Bitmap())
+                    made.append(f"{name}.{column}:{kind}")
+            if "text" in target.schema.names and ("text",) not in have:
+                target.create_index("text", config=FTS(with_position=False))
+                made.append(f"{name}.text:FTS")
+            if (
+                "vector" in target.schema.names and ("vector",) not in have
+                and target.count_rows() >= VECTOR_INDEX_MIN_ROWS
+            ):  # fmt: skip
+                vector_index = IvfSq(distance_type="cosine", max_iterations=10)
+                target.create_index("vector", config=vector_index)
+                made.append(f"{name}.vector:IVF_SQ")
+        return made
+
+    def maintain(self, keep_versions_for: timedelta = timedelta(hours=1)) -> None:
+        """Compact fragments, fold new rows into indexes, drop untagged old versions."""
+        for name in self.tables():
+            self.table(name).optimize(cleanup_older_than=keep_versions_for)
+
+
+def tag_versions(path: str | Path, tag: str, tables: list[str] | None = None) -> dict[str, int]:
+    """Tag the current version of each table (e.g. the data a training run used), so that
+    cleanup keeps it and ``checkout(tag)`` reproduces it. Returns table → version."""
+    db = open_db(path)
+    tagged = {}
+    for name in tables or db.list_tables().tables:
+        table = db.open_table(name)
+        table.tags.create(tag, table.version)
+        tagged[name] = table.version
+    return tagged

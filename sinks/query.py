@@ -1,0 +1,136 @@
+"""Reading the stored data back: filtered lookups and semantic (``--like``) search."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import lancedb
+import pyarrow as pa
+
+from ..schemas import Severity
+from .embed import Embedder
+from .lance import open_db, sql_quote
+
+TABLES = ("steps", "episodes", "verdicts", "trajectories", "scores", "skills")
+
+
+class QueryError(ValueError):
+    """A query that cannot run; the message names the option and the fix."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Filters shared by ``query`` and ``export``. ``None`` means no filter."""
+
+    env: str | None = None
+    task: str | None = None
+    risk_type: str | None = None
+    min_severity: Severity | None = None
+    policy_version: int | None = None
+    min_policy_version: int | None = None
+    since: float | None = None
+    until: float | None = None
+
+    def describe(self) -> str:
+        """The selection as a readable rule (for dataset cards)."""
+        parts = [f"{k}={v}" for k, v in self.__dict__.items() if v is not None]
+        return " AND ".join(parts) or "everything"
+
+
+def parse_time(text: str) -> float:
+    """Unix seconds from ``1700000000`` or an ISO time ``2026-11-30T00:00:00+00:00``."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise QueryError(
+            f"time {text!r} is neither unix seconds nor ISO 8601 (e.g. 2026-11-30T12:00:00Z)"
+        ) from None
+    return moment.timestamp()
+
+
+def where_clause(db_path: str | Path, table: str, sel: Selection) -> str | None:
+    """SQL filter for ``table``; risk type and severity go through the verdicts table."""
+    clauses = []
+    if sel.env is not None:
+        clauses.append(f"env = {sql_quote(sel.env)}")
+    if sel.task is not None:
+        clauses.append(f"task_id = {sql_quote(sel.task)}")
+    if sel.policy_version is not None:
+        clauses.append(f"policy_version = {int(sel.policy_version)}")
+    if sel.min_policy_version is not None:
+        clauses.append(f"policy_version >= {int(sel.min_policy_version)}")
+    if sel.since is not None:
+        clauses.append(f"produced_at >= {float(sel.since)!r}")
+    if sel.until is not None:
+        clauses.append(f"produced_at < {float(sel.until)!r}")
+    verdict = []
+    if sel.risk_type is not None:
+        verdict.append(f"risk_type = {sql_quote(sel.risk_type)}")
+    if sel.min_severity is not None:
+        verdict.append(f"severity_rank >= {sel.min_severity.rank}")
+    if verdict and table == "verdicts":
+        clauses += verdict
+    elif verdict:
+        clauses.append(_matching_verdicts(db_path, table, " AND ".join(verdict)))
+    return " AND ".join(clauses) or None
+
+
+def _matching_verdicts(db_path: str | Path, table: str, where: str) -> str:
+    verdicts = open_table(db_path, "verdicts")
+    column, key = ("episode_id", "episode_id")
+    if table == "steps":
+        column, key = "source_event_id", "event_id"
+    found = verdicts.search().where(where).select([column]).limit(None).to_arrow()
+    values = sorted(set(found[column].to_pylist()))
+    if not values:
+        return "false"
+    return f"{key} IN ({', '.join(sql_quote(v) for v in values)})"
+
+
+def open_table(db_path: str | Path, table: str) -> lancedb.table.Table:
+    db = open_db(db_path)
+    if table not in TABLES:
+        raise QueryError(f"--table {table!r}: choose one of {', '.join(TABLES)}")
+    if table not in db.list_tables().tables:
+        raise QueryError(
+            f"{db_path}: table {table!r} does not exist yet; run `safactory worker sink` first"
+        )
+    return db.open_table(table)
+
+
+def run_query(
+    db_path: str | Path,
+    table: str,
+    sel: Selection,
+    *,
+    like: str | None = None,
+    embedder: Embedder | None = None,
+    limit: int = 20,
+    columns: list[str] | None = None,
+) -> pa.Table:
+    """Rows of ``table`` matching ``sel``; with ``like``, nearest by meaning first
+    (``_distance``), by MiniLM vectors where the table has them, else full-text."""
+    target = open_table(db_path, table)
+    where = where_clause(db_path, table, sel)
+    if like is None:
+        query = target.search()
+    elif "vector" in target.schema.names:
+        if embedder is None:
+            raise QueryError("--like on a table with vectors needs the MiniLM embedder")
+        query = target.search(embedder.embed([like])[0], vector_column_name="vector")
+        query = query.distance_type("cosine")
+    elif "text" in target.schema.names:
+        query = target.search(like, query_type="fts")
+    else:
+        raise QueryError(f"--like: table {table!r} has no text to search; use steps or skills")
+    if where:
+        query = query.where(where, prefilter=True)
+    if columns:
+        query = query.select([c for c in columns if c in target.schema.names])
+    return query.limit(limit).to_arrow()

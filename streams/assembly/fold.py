@@ -1,0 +1,293 @@
+"""The assembler's fold: events in, reward-complete trajectories (and abandon events) out.
+
+Pure Python with an explicit clock (``now``), so tests drive it without a broker. The fold
+is insensitive to arrival order and duplicates: an episode is emitted once, when it has
+
+* ended (``EpisodeEnded``) and every one of its ``num_steps`` steps arrived, and
+* its episode-level verdicts are in (one from each ``required_checkers``, or any one),
+
+or when the verdict timeout after the end passed (``completed_by="timeout"``). An episode
+with no end after ``episode_timeout_s`` of silence is closed: an ``EpisodeEnded`` with
+outcome ``abandoned`` is emitted, then its trajectory (``completed_by="abandoned"``).
+Events for an episode already closed are counted as late (they stay in their own topics).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ...schemas import (
+    EpisodeEnded,
+    EpisodeStarted,
+    Event,
+    Outcome,
+    Step,
+    Trajectory,
+    TrajectoryStep,
+    Verdict,
+    codec,
+    derive_id,
+)
+from ...schemas.codec import event_type
+from .reward import RewardRule
+
+PRODUCER = "trajectory-assembler"
+PRODUCER_VERSION = 1
+
+
+@dataclass(frozen=True)
+class AssemblerConfig:
+    """Knobs of the assembler (seconds are on the clock passed to ``apply``/``tick``)."""
+
+    reward_rule: RewardRule = field(default_factory=RewardRule)
+    require_verdicts: bool = True
+    """Wait for episode-level verdicts after the end (False: complete at the end)."""
+    required_checkers: frozenset[str] = frozenset()
+    """Checkers whose episode-level verdict must arrive; empty means any one checker."""
+    verdict_timeout_s: float = 30.0
+    episode_timeout_s: float = 900.0
+    closed_memory_s: float = 3600.0
+    """How long a closed episode is remembered so late duplicates are recognised."""
+
+
+@dataclass
+class AssemblerStats:
+    """What the fold did; nothing is dropped without a count here."""
+
+    events: int = 0
+    duplicates: int = 0
+    conflicting_steps: int = 0
+    late_after_close: int = 0
+    emitted_by_verdicts: int = 0
+    emitted_by_timeout: int = 0
+    abandoned: int = 0
+    abandoned_without_steps: int = 0
+    ignored: int = 0
+
+
+@dataclass
+class EpisodeState:
+    """Everything known so far about one open episode."""
+
+    episode_id: str
+    started: EpisodeStarted | None = None
+    ended: EpisodeEnded | None = None
+    steps: dict[int, Step] = field(default_factory=dict)
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    last_activity: float = 0.0
+    ended_seen_at: float | None = None
+
+    def add(self, event: Event, now: float) -> Literal["new", "duplicate", "conflict"]:
+        """Record one event; say whether it was new."""
+        result: Literal["new", "duplicate", "conflict"] = "new"
+        if isinstance(event, Step):
+            known = self.steps.get(event.step_index)
+            if known is not None:
+                result = "duplicate" if known.event_id == event.event_id else "conflict"
+            else:
+                self.steps[event.step_index] = event
+        elif isinstance(event, EpisodeStarted):
+            result = "new" if self.started is None else "duplicate"
+            self.started = self.started or event
+        elif isinstance(event, EpisodeEnded):
+            if self.ended is not None:
+                result = "duplicate"
+            else:
+                self.ended, self.ended_seen_at = event, now
+        elif isinstance(event, Verdict):
+            if event.event_id in self.verdicts:
+                result = "duplicate"
+            else:
+                self.verdicts[event.event_id] = event
+        if result == "new":
+            self.last_activity = max(self.last_activity, now)
+        return result
+
+    def steps_complete(self) -> bool:
+        """The end arrived and so did every step it counts."""
+        return self.ended is not None and len(self.steps) >= self.ended.num_steps
+
+    def episode_checkers(self) -> set[str]:
+        """Checkers that gave an episode-level verdict."""
+        return {v.checker for v in self.verdicts.values() if v.step_index is None}
+
+    def dump(self) -> bytes:
+        """Serialise (for a changelog-backed table)."""
+        events: list[Event] = [*self.steps.values(), *self.verdicts.values()]
+        events += [e for e in (self.started, self.ended) if e is not None]
+        return json.dumps({
+            "episode_id": self.episode_id,
+            "last_activity": self.last_activity,
+            "ended_seen_at": self.ended_seen_at,
+            "events": [[e.schema_id(), codec.encode(e).value.decode()] for e in events],
+        }).encode()  # fmt: skip
+
+    @classmethod
+    def load(cls, data: bytes) -> EpisodeState:
+        """Inverse of :meth:`dump`."""
+        raw = json.loads(data)
+        state = cls(raw["episode_id"])
+        for schema, payload in raw["events"]:
+            state.add(event_type(schema).model_validate_json(payload), raw["last_activity"])
+        state.last_activity, state.ended_seen_at = raw["last_activity"], raw["ended_seen_at"]
+        return state
+
+
+class TrajectoryAssembler:
+    """Folds episode events into trajectories. ``apply`` per event, ``tick`` periodically.
+
+    ``states`` (open episodes) and ``closed`` (episode → when it closed) may be durable
+    mappings, e.g. backed by a changelog topic; plain dicts by default.
+    """
+
+    def __init__(
+        self,
+        config: AssemblerConfig | None = None,
+        states: MutableMapping[str, EpisodeState] | None = None,
+        closed: MutableMapping[str, float] | None = None,
+    ) -> None:
+        self.config = config or AssemblerConfig()
+        self.states: MutableMapping[str, EpisodeState] = states if states is not None else {}
+        self.closed: MutableMapping[str, float] = closed if closed is not None else {}
+        self.stats = AssemblerStats()
+
+    def apply(self, event: Event, now: float) -> list[Event]:
+        """Fold one event in; return what became ready (a trajectory, or nothing)."""
+        self.stats.events += 1
+        if not isinstance(event, Step | EpisodeStarted | EpisodeEnded | Verdict):
+            self.stats.ignored += 1
+            return []
+        episode = event.episode_id
+        if episode in self.closed:
+            self.stats.late_after_close += 1
+            return []
+        state = self.states.get(episode) or EpisodeState(episode, last_activity=now)
+        result = state.add(event, now)
+        if result == "duplicate":
+            self.stats.duplicates += 1
+        elif result == "conflict":
+            self.stats.conflicting_steps += 1
+        self.states[episode] = state
+        if self._ready_by_verdicts(state):
+            self.stats.emitted_by_verdicts += 1
+            return self._close(state, now, "verdicts")
+        return []
+
+    def tick(self, now: float) -> list[Event]:
+        """Close episodes whose verdict or episode timeout passed; forget old closed ones."""
+        out: list[Event] = []
+        for state in list(self.states.values()):
+            if state.ended is not None:
+                assert state.ended_seen_at is not None
+                if now - state.ended_seen_at >= self.config.verdict_timeout_s:
+                    self.stats.emitted_by_timeout += 1
+                    out += self._close(state, now, "timeout")
+            elif now - state.last_activity >= self.config.episode_timeout_s:
+                out += self._abandon(state, now)
+        horizon = now - self.config.closed_memory_s
+        for episode in [e for e, t in self.closed.items() if t < horizon]:
+            del self.closed[episode]
+        return out
+
+    def _ready_by_verdicts(self, state: EpisodeState) -> bool:
+        if not state.steps_complete():
+            return False
+        if not self.config.require_verdicts:
+            return True
+        checkers = state.episode_checkers()
+        if self.config.required_checkers:
+            return self.config.required_checkers <= checkers
+        return bool(checkers)
+
+    def _abandon(self, state: EpisodeState, now: float) -> list[Event]:
+        self.stats.abandoned += 1
+        first = state.started or next(iter(state.steps.values()), None)
+        if first is None:  # only verdicts arrived: nothing to name the task by
+            self.stats.abandoned_without_steps += 1
+            self._forget(state, now)
+            return []
+        versions = [s.policy_version for s in state.steps.values()]
+        state.ended = EpisodeEnded(
+            event_id=derive_id(PRODUCER, PRODUCER_VERSION, "abandoned", state.episode_id),
+            produced_at=now,
+            episode_id=state.episode_id,
+            task_id=first.task_id,
+            env=first.env,
+            group_id=first.group_id,
+            outcome=Outcome.ABANDONED,
+            num_steps=len(state.steps),
+            policy_version=min(versions) if versions else None,
+        )
+        return [state.ended, *self._close(state, now, "abandoned")]
+
+    def _close(
+        self, state: EpisodeState, now: float, by: Literal["verdicts", "timeout", "abandoned"]
+    ) -> list[Event]:
+        self._forget(state, now)
+        if by == "abandoned" and not state.steps:
+            self.stats.abandoned_without_steps += 1
+            return []
+        return [self._trajectory(state, now, by)]
+
+    def _forget(self, state: EpisodeState, now: float) -> None:
+        del self.states[state.episode_id]
+        self.closed[state.episode_id] = now
+
+    def _trajectory(
+        self, state: EpisodeState, now: float, by: Literal["verdicts", "timeout", "abandoned"]
+    ) -> Trajectory:
+        ended = state.ended
+        assert ended is not None
+        steps = [state.steps[i] for i in sorted(state.steps)]
+        verdicts = sorted(state.verdicts.values(), key=lambda v: v.event_id)
+        rule = self.config.reward_rule
+        components = rule.components(ended, verdicts)
+        versions = [s.policy_version for s in steps]
+        if not versions:
+            versions = [v for v in (ended.policy_version, _started_version(state)) if v is not None]
+        started = state.started
+        return Trajectory(
+            event_id=derive_id(PRODUCER, PRODUCER_VERSION, state.episode_id),
+            produced_at=now,
+            episode_id=state.episode_id,
+            group_id=_group_id(state),
+            task_id=ended.task_id,
+            env=ended.env,
+            prompt=list(started.prompt) if started else [],
+            steps=[_trajectory_step(s) for s in steps],
+            outcome=ended.outcome,
+            reward=rule.reward(components),
+            reward_components=components,
+            reward_rule=rule.describe(),
+            verdict_ids=[v.event_id for v in verdicts],
+            completed_by=by,
+            policy_version=min(versions, default=0),
+            max_policy_version=max(versions, default=0),
+        )
+
+
+def _started_version(state: EpisodeState) -> int | None:
+    return state.started.policy_version if state.started else None
+
+
+def _group_id(state: EpisodeState) -> str:
+    for source in (state.started, state.ended, *state.steps.values()):
+        if source is not None and source.group_id:
+            return source.group_id
+    assert state.ended is not None
+    return state.ended.task_id  # no group: the episode is a group of one task
+
+
+def _trajectory_step(step: Step) -> TrajectoryStep:
+    return TrajectoryStep(
+        step_index=step.step_index,
+        messages=step.messages,
+        token_ids=step.token_ids,
+        logprobs=step.logprobs,
+        prompt_token_ids=step.prompt_token_ids,
+        policy_version=step.policy_version,
+        blocked=step.blocked,
+    )

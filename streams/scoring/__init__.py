@@ -1,0 +1,1 @@
+"""Data-value scoring: perplexity/IFD, heuristics, diversity, safety; diverse selection."""

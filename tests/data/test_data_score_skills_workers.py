@@ -1,0 +1,59 @@
+"""The scoring and skills workers on the real broker: sf.scores and sf.skills get events."""
+
+from __future__ import annotations
+
+import pytest
+from data_episodes import episode_events
+
+from safactory.infra.config import Settings
+from safactory.infra.consumer import Delivery, EventConsumer
+from safactory.infra.producer import EventProducer
+from safactory.schemas import Score, Skill, Trajectory, Verdict
+from safactory.streams.assembly import TrajectoryAssembler
+from safactory.streams.scoring.embedding import MiniLM
+from safactory.streams.scoring.worker import run_scorer
+from safactory.streams.skills.library import SkillLibrary
+from safactory.streams.skills.worker import run_skills
+
+pytestmark = pytest.mark.integration
+
+
+async def _read(settings: Settings, topic: str) -> list[Delivery]:
+    got: list[Delivery] = []
+
+    async def keep(d: Delivery) -> None:
+        got.append(d)
+
+    consumer = EventConsumer([topic], f"read-{topic}", handler=keep, settings=settings)
+    async with consumer:
+        await consumer.run(idle_timeout=2.0)
+    return got
+
+
+async def test_scores_and_skills_are_published(topics: Settings, producer: EventProducer) -> None:
+    events = [e for n in range(6) for e in episode_events(n, steps=3)]
+    assembler = TrajectoryAssembler()
+    trajectories = [t for e in events for t in assembler.apply(e, 1.0) if isinstance(t, Trajectory)]
+    verdicts = [e for e in events if isinstance(e, Verdict)]
+    await producer.publish_many(trajectories + trajectories[:2])  # with redelivered copies
+    await producer.publish_many(verdicts)
+    minilm = MiniLM()
+    score_stats = await run_scorer(topics, minilm, idle_timeout_s=3.0)
+    skill_stats = await run_skills(topics, SkillLibrary(minilm), verdict_wait_s=60.0,
+                                   idle_timeout_s=3.0)  # fmt: skip
+    scores = [d.event for d in await _read(topics, "scores")]
+    assert all(isinstance(s, Score) for s in scores)
+    assert {s.episode_id for s in scores} == {t.episode_id for t in trajectories}
+    assert score_stats.scored >= 6
+    by_episode = {s.episode_id: s for s in scores}
+    assert by_episode["ep-0"].scores["safety"] < by_episode["ep-1"].scores["safety"]
+    skills = [d.event for d in await _read(topics, "skills")]
+    assert all(isinstance(s, Skill) for s in skills)
+    latest = {s.skill_id: s for s in skills}
+    (injection,) = [s for s in latest.values() if s.risk_types == ["prompt_injection"]]
+    assert sorted(injection.source_episode_ids) == ["ep-0", "ep-3"]
+    assert skill_stats.distilled_without_all_verdicts == 0
+    again = await run_skills(topics, SkillLibrary(minilm), group_id="second",
+                             idle_timeout_s=3.0)  # fmt: skip
+    assert again.known_at_start == len(latest)
+    assert again.published == 0  # everything it re-reads merges into known skills

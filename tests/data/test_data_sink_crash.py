@@ -1,0 +1,75 @@
+"""Kill the sink process (SIGKILL) mid-stream, restart it: every event id is stored once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import lancedb
+import pytest
+from data_episodes import episode_events
+
+from safactory.infra.config import Settings
+from safactory.infra.producer import EventProducer
+
+pytestmark = pytest.mark.integration
+
+
+def _sink_process(settings: Settings, db: Path) -> subprocess.Popen[bytes]:
+    env = os.environ | {
+        "SF_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "SF_TOPIC_PREFIX": settings.topic_prefix,
+    }
+    cmd = [sys.executable, "-m", "safactory.cli.main", "worker", "sink", "--db", str(db),
+           "--no-embed", "--max-records", "40", "--idle-exit", "4",
+           "--group", "crash-sink"]  # fmt: skip
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _count(db: Path, table: str) -> int:
+    conn = lancedb.connect(str(db))
+    return conn.open_table(table).count_rows() if table in conn.list_tables().tables else 0
+
+
+def _ids(db: Path, table: str) -> list[str]:
+    t = lancedb.connect(str(db)).open_table(table)
+    return t.search().select(["event_id"]).limit(None).to_arrow()["event_id"].to_pylist()
+
+
+async def test_sigkill_mid_stream_then_restart_stores_every_event_once(
+    topics: Settings, producer: EventProducer, tmp_path: Path
+) -> None:
+    events = [e for n in range(40) for e in episode_events(n, steps=12)]
+    await producer.publish_many(events)
+    await producer.publish_many(events[::7])  # republished: same ids at new offsets
+    steps = sum(1 for e in events if e.TOPIC == "steps")
+    db = tmp_path / "db"
+    kills = 0
+    for threshold in (steps // 5, steps // 2):
+        proc = _sink_process(topics, db)
+        deadline = time.monotonic() + 90
+        while _count(db, "steps") < threshold and proc.poll() is None:
+            assert time.monotonic() < deadline, "sink made no progress"
+            await asyncio.sleep(0.05)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.wait(timeout=30)
+    assert kills >= 1, "the sink finished before it could be killed"
+    assert _count(db, "steps") < steps, "killed too late to test a restart"
+    final = _sink_process(topics, db)
+    out, _ = final.communicate(timeout=180)
+    assert final.returncode == 0, out.decode()[-2000:]
+    for table, expected in (
+        ("steps", steps),
+        ("verdicts", sum(1 for e in events if e.TOPIC == "verdicts")),
+        ("episodes", sum(1 for e in events if e.TOPIC == "episodes")),
+    ):
+        ids = _ids(db, table)
+        assert len(ids) == len(set(ids)) == expected, table
+    assert set(_ids(db, "steps")) == {e.event_id for e in events if e.TOPIC == "steps"}
