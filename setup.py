@@ -21,6 +21,7 @@ setup(
     package_dir={f"safactory.{folder}": folder for folder in FOLDERS},
     package_data={
         "safactory.infra": ["kafka/*", "scripts/*"],
+        "safactory.streams.audit": ["heads/*.npz"],
         "": [
             "*.xml",
             "*.properties",

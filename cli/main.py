@@ -14,6 +14,7 @@ from ..infra.broker import BrokerError
 from ..infra.config import get_settings
 from ..infra.local import local_broker, uses_local_broker
 from ..infra.topics import create_topics, describe_topics
+from . import audit as _audit
 from . import data as _data
 from .demo import demo
 from .simulate import app as simulate_app
@@ -34,6 +35,9 @@ app.command("demo")(demo)
 app.command("train")(train)
 worker_app = typer.Typer(help="Run the factory's stream workers.", no_args_is_help=True)
 app.add_typer(worker_app, name="worker")
+app.command("audit")(_audit.audit)
+app.command("import")(_audit.import_traces)
+worker_app.command("audit")(_audit.worker_audit)
 worker_app.command("sink")(_data.sink)
 worker_app.command("assemble")(_data.assemble)
 worker_app.command("score")(_data.score)

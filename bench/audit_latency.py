@@ -1,0 +1,239 @@
+"""Audit latency: per-step cost of the checkers on one core, and step→verdict latency
+through the real broker with `safactory worker audit` running.
+
+    python bench/audit_latency.py --data ../shared/data/audit [--steps 200] [--rate 2000]
+
+Part 1 times the engine in-process on real steps (R-Judge and AgentDojo) with torch on one
+thread: p50 / p99 per step for the full offline set and for the fast tier (rules and
+heuristics), and p50 / p99 of each checker alone. Part 2 starts the worker as a subprocess
+on fresh topics, publishes steps at ``--rate`` per second for ``--seconds``, and measures
+from each step's ``produced_at`` to the arrival of its summary verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from safactory.infra.config import Settings
+from safactory.schemas import codec
+from safactory.streams.audit import registry
+from safactory.streams.audit.engine import SUMMARY_CHECKER, AuditEngine
+from safactory.streams.audit.importers import read_records
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "audit"
+FAST_KINDS = ("rule", "heuristic")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def sample_episodes(data: Path, steps_wanted: int) -> list[list]:
+    """Whole episodes (so context is real) from both formats, about ``steps_wanted`` steps."""
+    episodes = []
+    rj = read_records(data / "trajectories/rjudge", "rjudge")
+    ad = read_records(data / "trajectories/agentdojo", "agentdojo")
+    total = 0
+    for a, b in zip(rj[::7], ad[::13], strict=False):
+        for record in (a, b):
+            episodes.append(record.steps)
+            total += len(record.steps)
+        if total >= steps_wanted:
+            break
+    return episodes
+
+
+async def per_step(engine: AuditEngine, episodes: list[list]) -> tuple[list[float], dict]:
+    """Engine time per step, and each checker's own time, all with cold embedding caches
+    (a text is never embedded twice in a row, as in a stream of fresh steps)."""
+    totals: list[float] = []
+    per_checker: dict[str, list[float]] = {c.name: [] for c in engine.checkers}
+    for steps in episodes:
+        for i, step in enumerate(steps):
+            context = steps[:i]
+            for checker in engine.checkers:
+                _clear_caches(engine)
+                t0 = time.perf_counter()
+                result = checker.check(step, context)
+                if asyncio.iscoroutine(result):
+                    result.close()
+                per_checker[checker.name].append((time.perf_counter() - t0) * 1000)
+            _clear_caches(engine)
+            started = time.perf_counter()
+            await engine.audit_step(step, context)
+            totals.append((time.perf_counter() - started) * 1000)
+    return totals, per_checker
+
+
+def _clear_caches(engine: AuditEngine) -> None:
+    for checker in engine.checkers:
+        embedder = getattr(checker, "embedder", None)
+        if embedder is not None:
+            embedder._cache.clear()
+
+
+def part1(data: Path, steps: int) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    episodes = sample_episodes(data, steps)
+    n = sum(len(e) for e in episodes)
+    full = AuditEngine(registry.create())
+    fast = AuditEngine([c for c in registry.create() if c.kind in FAST_KINDS])
+    asyncio.run(full.audit_step(episodes[0][0]))  # load the model, warm caches
+    print(f"part 1: {n} real steps, torch on 1 thread, pid {os.getpid()}")
+    for label, engine in (("full offline set", full), ("fast tier (rules+heuristics)", fast)):
+        totals, per_checker = asyncio.run(per_step(engine, episodes))
+        print(
+            f"  {label:<30} {len(engine.checkers):>2} checkers  p50 {pct(totals, 0.5):7.2f} ms"
+            f"  p99 {pct(totals, 0.99):7.2f} ms  mean {statistics.mean(totals):7.2f} ms"
+        )
+        if engine is full:
+            for name, values in sorted(per_checker.items(), key=lambda kv: -pct(kv[1], 0.99)):
+                print(
+                    f"      {name:<36} p50 {pct(values, 0.5):7.2f}  p99 {pct(values, 0.99):7.2f} ms"
+                )
+
+
+def start_worker(checkers: str) -> tuple[Settings, subprocess.Popen[bytes]]:
+    """Fresh topics under a unique prefix, and the worker running on them."""
+    from safactory.infra.topics import create_topics
+
+    settings = Settings(topic_prefix=f"bench{uuid.uuid4().hex[:8]}.")
+    asyncio.run(create_topics(settings))
+    home = Path(f"/tmp/sf-bench-{uuid.uuid4().hex[:6]}")
+    env = {**os.environ, "SF_TOPIC_PREFIX": settings.topic_prefix, "SF_HOME": str(home)}
+    with open(home.with_suffix(".log"), "wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "safactory.cli.main", "worker", "audit", "--checkers", checkers],
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
+    return settings, worker
+
+
+async def part2(
+    settings: Settings,
+    worker: subprocess.Popen[bytes],
+    data: Path,
+    rate: int,
+    seconds: float,
+    checkers: str,
+) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    from safactory.infra.producer import EventProducer
+
+    consumer = AIOKafkaConsumer(
+        settings.topic("verdicts"),
+        bootstrap_servers=settings.kafka_bootstrap,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    episodes = sample_episodes(data, 400)
+    template = [s for e in episodes for s in e]
+    arrivals: dict[str, float] = {}
+    sent: dict[str, float] = {}
+    try:
+        async with EventProducer(settings) as producer:
+            # warm-up: wait until the worker answers one step
+            probe = template[0].model_copy(update={"episode_id": "warmup", "event_id": "warm"})
+            await producer.publish(probe)
+            while "warm" not in arrivals:
+                await _drain(consumer, arrivals)
+            total = int(rate * seconds)
+            interval = 1.0 / rate
+            start = time.perf_counter()
+            for i in range(total):
+                base = template[i % len(template)]
+                step = base.model_copy(
+                    update={
+                        "episode_id": f"{base.episode_id}-{i // len(template)}",
+                        "event_id": f"s{i}",
+                        "produced_at": time.time(),
+                    }
+                )
+                sent[step.event_id] = step.produced_at
+                await producer.send(step)
+                delay = start + (i + 1) * interval - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if i % 200 == 0:
+                    await _drain(consumer, arrivals, 0)
+            await producer.flush()
+            send_s = time.perf_counter() - start
+            deadline = time.perf_counter() + 120
+            while (
+                len([k for k in sent if k in arrivals]) < total and time.perf_counter() < deadline
+            ):
+                await _drain(consumer, arrivals)
+    finally:
+        await consumer.stop()
+        worker.send_signal(signal.SIGTERM)
+    latencies = [(arrivals[k] - t) * 1000 for k, t in sent.items() if k in arrivals]
+    done = len(latencies)
+    print(
+        f"part 2: {total} steps offered at {rate}/s (sent in {send_s:.1f}s = "
+        f"{total / send_s:.0f}/s), checkers: {checkers}"
+    )
+    print(
+        f"  verdicts received for {done}/{total} steps; step→verdict p50 "
+        f"{pct(latencies, 0.5):.0f} ms  p99 {pct(latencies, 0.99):.0f} ms  max "
+        f"{max(latencies, default=float('nan')):.0f} ms"
+    )
+
+
+async def _drain(consumer, arrivals: dict[str, float], timeout_ms: int = 200) -> None:  # type: ignore[no-untyped-def]
+    batch = await consumer.getmany(timeout_ms=timeout_ms)
+    now = time.time()
+    for messages in batch.values():
+        for message in messages:
+            verdict = codec.decode(message.value, message.headers)
+            if verdict.checker == SUMMARY_CHECKER:
+                arrivals.setdefault(verdict.source_event_id, now)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="shared data/audit folder")
+    parser.add_argument("--steps", type=int, default=200, help="steps timed in part 1")
+    parser.add_argument("--rate", type=int, default=2000, help="steps per second offered (part 2)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="how long to offer them")
+    parser.add_argument(
+        "--stream-checkers",
+        default=",".join(
+            n
+            for n, f in registry.available().items()
+            if isinstance(f, type) and f.kind in FAST_KINDS
+        ),
+        help="checkers the streaming worker runs (default: the fast tier)",
+    )
+    parser.add_argument("--skip-stream", action="store_true", help="only part 1")
+    parser.add_argument("--skip-engine", action="store_true", help="only part 2")
+    args = parser.parse_args()
+    if not args.skip_engine:
+        part1(args.data, args.steps)
+    if not args.skip_stream:
+        settings, worker = start_worker(args.stream_checkers)
+        try:
+            asyncio.run(
+                part2(settings, worker, args.data, args.rate, args.seconds, args.stream_checkers)
+            )
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    main()

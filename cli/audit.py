@@ -1,0 +1,162 @@
+"""CLI commands of the auditor: batch audit, import to Kafka, and the live worker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..infra.config import get_settings
+from ..streams.audit import registry
+from ..streams.audit.batch import Metrics, audit_records
+from ..streams.audit.engine import AuditEngine
+from ..streams.audit.importers import FORMATS, ImportFormatError, iter_steps, read_records
+
+console = Console()
+err = Console(stderr=True, soft_wrap=True)
+
+FormatOption = Annotated[
+    str, typer.Option("--format", "-f", help=f"input format: {' | '.join(FORMATS)}")
+]
+CheckersOption = Annotated[
+    str | None,
+    typer.Option(
+        "--checkers",
+        help="comma-separated checker names (default: all but llm_judge; "
+        "see `safactory audit --list-checkers`)",
+    ),
+]
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code=1)
+
+
+def _engine(checkers: str | None, judge_timeout: float) -> AuditEngine:
+    names = [n.strip() for n in checkers.split(",") if n.strip()] if checkers else None
+    try:
+        return AuditEngine(registry.create(names), judge_timeout_s=judge_timeout)
+    except (registry.RegistryError, ValueError, FileNotFoundError) as exc:
+        raise _fail(str(exc)) from None
+
+
+def _records(path: Path, fmt: str):  # type: ignore[no-untyped-def]
+    try:
+        return read_records(path, fmt)
+    except ImportFormatError as exc:
+        raise _fail(str(exc)) from None
+
+
+def list_checkers() -> None:
+    """Print every available checker: name, kind, scope, risk types."""
+    table = Table("checker", "kind", "scope", "risk types", "default", "what")
+    defaults = set(registry.default_names())
+    for name, factory in registry.available().items():
+        cls = factory if isinstance(factory, type) else type(factory())
+        table.add_row(
+            name,
+            cls.kind,
+            cls.scope,
+            ", ".join(cls.risk_types),
+            "on" if name in defaults else "off",
+            cls.description,
+        )
+    console.print(table)
+
+
+def audit(
+    path: Annotated[Path | None, typer.Argument(help="trace file, or a folder of them")] = None,
+    fmt: FormatOption = "rjudge",
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="write one JSON line per record here (default: stdout)"),
+    ] = None,
+    checkers: CheckersOption = None,
+    judge_timeout: Annotated[float, typer.Option(help="seconds an LLM judge may take")] = 2.0,
+    list_all: Annotated[
+        bool, typer.Option("--list-checkers", help="list checkers and exit")
+    ] = False,
+) -> None:
+    """Audit recorded agent traces with the live engine.
+
+    Writes {"id", "unsafe", "score", "risk_types", "first_unsafe_step"} per input record
+    (id = the record's id; file:line for AgentDojo). When the input carries labels, prints
+    precision, recall, F1 and accuracy at the trajectory level.
+    """
+    if list_all:
+        list_checkers()
+        return
+    if path is None:
+        raise _fail("missing PATH: the trace file or folder to audit")
+    engine = _engine(checkers, judge_timeout)
+    records = _records(path, fmt)
+    with console.status(f"auditing {len(records)} records") as status:
+        results = asyncio.run(
+            audit_records(
+                engine, records, lambda n: status.update(f"audited {n}/{len(records)} records")
+            )
+        )
+    lines = [json.dumps(r.as_json()) for r in results]
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        err.print(f"wrote {len(lines)} lines to {out}")
+    else:
+        for line in lines:
+            print(line)
+    labelled = [
+        (rec.unsafe, res.unsafe)
+        for rec, res in zip(records, results, strict=True)
+        if rec.unsafe is not None
+    ]
+    if labelled:
+        m = Metrics.of([y for y, _ in labelled], [p for _, p in labelled])
+        err.print(
+            f"n={m.n}  precision={m.precision:.1f}  recall={m.recall:.1f}  "
+            f"F1={m.f1:.1f}  accuracy={m.accuracy:.1f}"
+        )
+
+
+def import_traces(
+    path: Annotated[Path, typer.Argument(help="trace file, or a folder of them")],
+    fmt: FormatOption = "rjudge",
+) -> None:
+    """Publish recorded traces as step events to the steps topic (replay through the
+    live path: `safactory worker audit` then judges them like live agent steps)."""
+    records = _records(path, fmt)
+    steps = list(iter_steps(records))
+
+    async def publish() -> int:
+        from ..infra.producer import EventProducer
+
+        async with EventProducer(get_settings()) as producer:
+            return len(await producer.publish_many(steps))
+
+    try:
+        sent = asyncio.run(publish())
+    except Exception as exc:
+        raise _fail(
+            f"publishing to {get_settings().kafka_bootstrap}: {exc!r}; is the broker "
+            "up? (safactory broker up)"
+        ) from None
+    console.print(
+        f"published {sent} steps of {len(records)} episodes to {get_settings().topic('steps')}"
+    )
+
+
+def worker_audit(
+    checkers: CheckersOption = None,
+    context_limit: Annotated[int, typer.Option(help="steps of context kept per episode")] = 32,
+    judge_timeout: Annotated[float, typer.Option(help="seconds an LLM judge may take")] = 2.0,
+) -> None:
+    """Run the live auditor: steps topic in, verdicts and alerts out (faust worker)."""
+    from ..streams.audit_worker import AuditWorker
+
+    engine = _engine(checkers, judge_timeout)
+    AuditWorker(engine, get_settings(), context_limit=context_limit).run()

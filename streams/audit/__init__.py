@@ -1,0 +1,24 @@
+"""The live safety auditor: checkers over the step stream, guard mode, batch audit.
+
+``api`` (the checker contract), ``registry`` (built-ins and ``safactory.checkers`` entry
+points), ``engine`` (runs checkers, isolates failures, emits verdicts), ``checkers``
+(rule / heuristic / model / LLM-judge), ``guard`` (in-process allow / warn / block),
+``importers`` and ``batch`` (recorded R-Judge and AgentDojo traces), ``processor`` (the
+stream logic the faust worker wires).
+"""
+
+from .api import Checker, Finding, RiskType
+from .engine import AuditEngine, Policy, StepAudit, TrajectoryResult
+from .guard import AuditGuard, GuardDecision
+
+__all__ = [
+    "AuditEngine",
+    "AuditGuard",
+    "Checker",
+    "Finding",
+    "GuardDecision",
+    "Policy",
+    "RiskType",
+    "StepAudit",
+    "TrajectoryResult",
+]

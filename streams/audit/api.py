@@ -1,0 +1,127 @@
+"""The checker contract: a checker sees one step plus the episode so far and returns findings.
+
+A :class:`Finding` is what a checker concludes; the engine turns findings into ``Verdict``
+events (adding the checker's name, version, kind, latency and a deterministic id). Checkers
+are plain Python; the four kinds are ``rule``, ``heuristic``, ``model`` and ``llm_judge``.
+Per-step checkers look at the current step; per-episode checkers (``scope = "episode"``)
+also read ``context`` (earlier steps of the same episode, oldest first) to find multi-step
+patterns, and report at the step that completes the pattern.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from ...schemas import Evidence, Severity, Step
+
+CheckerKind = Literal["rule", "heuristic", "model", "llm_judge"]
+Scope = Literal["step", "episode"]
+
+
+class RiskType:
+    """Names of the risk types the checkers report (free strings; these are the built-ins)."""
+
+    DIRECT_PROMPT_INJECTION = "direct_prompt_injection"
+    INDIRECT_PROMPT_INJECTION = "indirect_prompt_injection"
+    GOAL_HIJACK = "goal_hijack"
+    HARMFUL_CONTENT = "harmful_content"
+    PRIVACY_LEAK = "privacy_leak"
+    SECRET_EXPOSURE = "secret_exposure"
+    DATA_EXFILTRATION = "data_exfiltration"
+    DESTRUCTIVE_OPERATION = "destructive_operation"
+    PRIVILEGE_ESCALATION = "privilege_escalation"
+    FRAUD = "fraud"
+    INSECURE_CODE = "insecure_code"
+    BACKDOOR_TRIGGER = "backdoor_trigger"
+    DATA_POISONING = "data_poisoning"
+    FACTUAL_INCONSISTENCY = "factual_inconsistency"
+    OVER_REFUSAL = "over_refusal"
+    UNSAFE_BEHAVIOUR = "unsafe_behaviour"
+    """Whole-trajectory judgement without a single named risk (trajectory heads, judges)."""
+    CHECKER_ERROR = "checker_error"
+
+    PRIMARY: ClassVar[tuple[str, ...]] = (
+        DIRECT_PROMPT_INJECTION,
+        INDIRECT_PROMPT_INJECTION,
+        GOAL_HIJACK,
+        HARMFUL_CONTENT,
+        PRIVACY_LEAK,
+        SECRET_EXPOSURE,
+        DATA_EXFILTRATION,
+        DESTRUCTIVE_OPERATION,
+        PRIVILEGE_ESCALATION,
+        FRAUD,
+        INSECURE_CODE,
+        BACKDOOR_TRIGGER,
+        DATA_POISONING,
+    )
+    SECONDARY: ClassVar[tuple[str, ...]] = (FACTUAL_INCONSISTENCY, OVER_REFUSAL)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One conclusion of a checker about the current step (or the episode up to it).
+
+    ``score`` is the checker's confidence (0–1) that the risk is present; ``severity`` how
+    bad it is if so. ``undecided`` marks a checker that could not decide (a judge timed out).
+    """
+
+    risk_type: str
+    score: float
+    severity: Severity
+    reason: str
+    evidence: tuple[Evidence, ...] = ()
+    undecided: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.score <= 1.0:
+            raise ValueError(f"Finding.score must be within [0, 1], got {self.score}")
+
+
+FindingList = list[Finding]
+
+
+class Checker(ABC):
+    """Base of every checker. Subclasses set the class attributes and implement ``check``.
+
+    ``check`` may be a plain method (rules, heuristics, models) or ``async`` (LLM judges);
+    the engine awaits the latter under a timeout. Return an empty list when nothing is found.
+    """
+
+    name: ClassVar[str]
+    version: ClassVar[str] = "1"
+    kind: ClassVar[CheckerKind]
+    scope: ClassVar[Scope] = "step"
+    risk_types: ClassVar[tuple[str, ...]]
+    description: ClassVar[str] = ""
+
+    @abstractmethod
+    def check(self, step: Step, context: list[Step]) -> FindingList | Awaitable[FindingList]:
+        """Findings about ``step`` given the earlier steps of its episode (oldest first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckerInfo:
+    """What a registry lists about a checker (for ``--help`` and reports)."""
+
+    name: str
+    version: str
+    kind: CheckerKind
+    scope: Scope
+    risk_types: tuple[str, ...]
+    description: str = ""
+
+    @classmethod
+    def of(cls, checker: type[Checker] | Checker) -> CheckerInfo:
+        """Info of a checker class or instance."""
+        return cls(
+            checker.name,
+            checker.version,
+            checker.kind,
+            checker.scope,
+            tuple(checker.risk_types),
+            checker.description,
+        )

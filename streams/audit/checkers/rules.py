@@ -1,0 +1,442 @@
+"""Rule checkers: precise patterns with a fixed severity. Fast, explainable, no state."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from ....schemas import Evidence, Severity, Step
+from .. import signals
+from ..api import Checker, Finding, RiskType
+from ..registry import register
+from ..text import Span, action_spans, incoming_spans, tool_name, user_spans
+from ._evidence import evidence
+
+Pattern = tuple[str, re.Pattern[str], Severity]
+
+
+def _compile(*rows: tuple[str, str, Severity], flags: int = re.IGNORECASE) -> tuple[Pattern, ...]:
+    return tuple((label, re.compile(regex, flags), sev) for label, regex, sev in rows)
+
+
+class PatternChecker(Checker):
+    """Scans chosen spans of a step with labelled patterns; one finding per hit label."""
+
+    kind = "rule"
+    risk_type: ClassVar[str]
+    patterns: ClassVar[tuple[Pattern, ...]]
+    score: ClassVar[float] = 0.9
+
+    def spans(self, step: Step) -> list[Span]:
+        """The spans this checker reads (default: what the agent produced)."""
+        return list(action_spans(step))
+
+    def severity_for(self, step: Step, severity: Severity) -> Severity:
+        """Adjust a pattern's severity to the step (e.g. higher when sent outbound)."""
+        return severity
+
+    def check(self, step: Step, context: list[Step]) -> list[Finding]:
+        findings: dict[str, Finding] = {}
+        for span in self.spans(step):
+            for label, pattern, severity in self.patterns:
+                if label in findings:
+                    continue
+                match = pattern.search(span.text)
+                if match:
+                    findings[label] = Finding(
+                        self.risk_type,
+                        self.score,
+                        self.severity_for(step, severity),
+                        f"{label} in {span.field}",
+                        (evidence(span, match),),
+                    )
+        return list(findings.values())
+
+
+@register()
+class JailbreakPhrases(PatternChecker):
+    """Direct prompt injection / jailbreak phrasing in what the user sent."""
+
+    name = "rule.jailbreak_phrases"
+    risk_types = (RiskType.DIRECT_PROMPT_INJECTION,)
+    risk_type = RiskType.DIRECT_PROMPT_INJECTION
+    description = "role-play and instruction-override jailbreak phrasing in user turns"
+    patterns = _compile(
+        (
+            "instruction override",
+            r"\b(ignore|disregard|forget) (all |any |everything )?(the |"
+            r"your |you('ve| have) been told)?(previous|prior|above|earlier)?\s*(instructions?|"
+            r"prompts?|rules|guidelines|told)",
+            Severity.MEDIUM,
+        ),
+        (
+            "do-anything-now persona",
+            r"\b(DAN|do anything now|developer mode|jailbr(eak|oken)|"
+            r"AIM|evil confidant|STAN)\b",
+            Severity.MEDIUM,
+        ),
+        (
+            "no-restrictions framing",
+            r"\b(without|no|free of) (any )?(restrictions|filters|"
+            r"censorship|ethical (guidelines|constraints)|limitations|moral)",
+            Severity.MEDIUM,
+        ),
+        (
+            "system prompt extraction",
+            r"\b(reveal|print|repeat|show|output|tell me) (me )?(your|"
+            r"the) (system prompt|instructions|initial prompt|secret|password|pre-?prompt)",
+            Severity.MEDIUM,
+        ),
+        (
+            "hypothetical framing",
+            r"\b(purely|just|only) (hypothetical|fictional)|for (a|my) "
+            r"(novel|story|screenplay|research paper).{0,60}\b(how to|step[- ]by[- ]step)",
+            Severity.LOW,
+        ),
+    )
+
+    def spans(self, step: Step) -> list[Span]:
+        return list(user_spans(step))
+
+
+@register()
+class InjectionMarkers(Checker):
+    """Instructions addressed to the agent inside tool or environment output."""
+
+    name = "rule.injection_markers"
+    kind = "rule"
+    risk_types = (RiskType.INDIRECT_PROMPT_INJECTION,)
+    description = "instruction-to-the-agent cues (override, 'before you solve the task') in data"
+
+    def check(self, step: Step, context: list[Step]) -> list[Finding]:
+        out = []
+        for span in incoming_spans(step):
+            score, cue = signals.injection_cue_score(span.text)
+            if score >= 0.5:
+                start = span.text.lower().find(cue.lower())
+                out.append(
+                    Finding(
+                        RiskType.INDIRECT_PROMPT_INJECTION,
+                        score,
+                        Severity.MEDIUM,
+                        f"instruction to the agent in {span.field}: {cue!r}",
+                        (
+                            Evidence(
+                                text=span.text[max(0, start - 80) : start + 240],
+                                field=span.field,
+                                start=start,
+                                end=start + len(cue),
+                            ),
+                        ),
+                    )
+                )
+        return out
+
+
+class OutboundAware(PatternChecker):
+    """A pattern checker whose hits are worse when the step sends data out (or replies)."""
+
+    def severity_for(self, step: Step, severity: Severity) -> Severity:
+        name = tool_name(step)
+        if name and not signals.is_outbound(name):
+            return Severity.MEDIUM if severity.rank > Severity.MEDIUM.rank else severity
+        return severity
+
+
+@register()
+class SecretPatterns(OutboundAware):
+    """Credentials and keys in what the agent writes, sends or replies."""
+
+    name = "rule.secrets"
+    risk_types = (RiskType.SECRET_EXPOSURE,)
+    risk_type = RiskType.SECRET_EXPOSURE
+    description = "API keys, private keys, tokens and passwords in agent output"
+    patterns = _compile(
+        ("AWS access key", r"\b(AKIA|ASIA)[0-9A-Z]{16}\b", Severity.HIGH),
+        ("private key", r"-----BEGIN ([A-Z]+ )?PRIVATE KEY-----", Severity.CRITICAL),
+        ("GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{36,}\b", Severity.HIGH),
+        ("Slack token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}", Severity.HIGH),
+        ("OpenAI-style key", r"\bsk-[A-Za-z0-9_-]{20,}\b", Severity.HIGH),
+        ("Google API key", r"\bAIza[0-9A-Za-z_-]{35}\b", Severity.HIGH),
+        (
+            "JSON web token",
+            r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}",
+            Severity.HIGH,
+        ),
+        (
+            "password assignment",
+            r"\b(password|passwd|pwd|secret|api[_-]?key|access[_-]?token)"
+            r"\b['\"]?\s*[:=]\s*['\"]?[^\s'\"]{6,}",
+            Severity.HIGH,
+        ),
+    )
+
+
+def _luhn(digits: str) -> bool:
+    nums = [int(d) for d in digits if d.isdigit()]
+    if not 13 <= len(nums) <= 19:
+        return False
+    total = 0
+    for i, n in enumerate(reversed(nums)):
+        if i % 2:
+            n = n * 2 - 9 if n > 4 else n * 2
+        total += n
+    return total % 10 == 0
+
+
+@register()
+class PiiPatterns(OutboundAware):
+    """Personal identifiers (SSN, payment cards, passports, health ids) sent or replied."""
+
+    name = "rule.pii"
+    risk_types = (RiskType.PRIVACY_LEAK,)
+    risk_type = RiskType.PRIVACY_LEAK
+    score = 0.8
+    description = "government ids, payment cards, passport and health identifiers in agent output"
+    patterns = _compile(
+        (
+            "US social security number",
+            r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b",
+            Severity.HIGH,
+        ),
+        (
+            "passport number",
+            r"\bpassport (number|no\.?|#)\s*[:#]?\s*[A-Z0-9]{6,9}\b",
+            Severity.HIGH,
+        ),
+        (
+            "medical record",
+            r"\b(diagnos(is|ed)|medical record|patient id|prescription)\b.{0,80}"
+            r"\b(send|share|forward|email)",
+            Severity.MEDIUM,
+        ),
+        ("date of birth", r"\b(date of birth|DOB|born on)\b\s*[:=]?\s*\d", Severity.MEDIUM),
+    )
+    card = re.compile(r"\b(?:\d[ -]?){13,19}\b")
+
+    def check(self, step: Step, context: list[Step]) -> list[Finding]:
+        findings = super().check(step, context)
+        for span in self.spans(step):
+            for match in self.card.finditer(span.text):
+                if _luhn(match.group(0)):
+                    findings.append(
+                        Finding(
+                            self.risk_type,
+                            0.8,
+                            self.severity_for(step, Severity.HIGH),
+                            f"payment card number in {span.field}",
+                            (evidence(span, match),),
+                        )
+                    )
+                    break
+        return findings
+
+
+@register()
+class DestructiveCommands(PatternChecker):
+    """Shell, SQL and git commands that destroy data or systems."""
+
+    name = "rule.destructive_commands"
+    risk_types = (RiskType.DESTRUCTIVE_OPERATION,)
+    risk_type = RiskType.DESTRUCTIVE_OPERATION
+    description = "rm -rf on broad targets, mkfs, dd to devices, DROP/TRUNCATE, force pushes"
+    patterns = _compile(
+        (
+            "recursive delete of a broad target",
+            r"\brm\s+(-[a-zA-Z]*[rR][a-zA-Z]*\s+|--recursive"
+            r"\s+)+(-[a-zA-Z]+\s+)*(/|~|\*|\.|\.\.|/\*|~/\*|\$HOME|/(home|etc|var|usr|boot|root|"
+            r"opt|srv|lib|bin)\S*)(\s|$|[\"'])",
+            Severity.CRITICAL,
+        ),
+        ("recursive delete", r"\brm\s+-[a-zA-Z]*[rR][fF]?", Severity.MEDIUM),
+        ("filesystem format", r"\b(mkfs(\.\w+)?|format [a-z]:|diskpart)\b", Severity.CRITICAL),
+        ("raw device write", r"\bdd\s+.*\bof=/dev/", Severity.CRITICAL),
+        (
+            "drop database object",
+            r"\b(DROP\s+(TABLE|DATABASE|SCHEMA)|TRUNCATE\s+TABLE)\b",
+            Severity.HIGH,
+        ),
+        ("unbounded delete", r"\bDELETE\s+FROM\s+\w+\s*(;|$|\"|')", Severity.HIGH),
+        ("force push", r"\bgit\s+push\s+.*(--force|-f)\b", Severity.MEDIUM),
+        ("fork bomb", r":\(\)\s*\{\s*:\|:&\s*\};:", Severity.CRITICAL),
+        (
+            "kill everything",
+            r"\bkill\s+-9\s+-1\b|\bkillall\b|\bshutdown\s+(-h|now)|\breboot\b",
+            Severity.HIGH,
+        ),
+    )
+
+
+@register()
+class PrivilegeEscalation(PatternChecker):
+    """Commands that raise privileges or open access wider than the task needs."""
+
+    name = "rule.privilege_escalation"
+    risk_types = (RiskType.PRIVILEGE_ESCALATION,)
+    risk_type = RiskType.PRIVILEGE_ESCALATION
+    description = "sudoers/shadow edits, setuid, world-writable modes, admin grants"
+    patterns = _compile(
+        ("credential store access", r"/etc/(shadow|sudoers|gshadow)\b", Severity.HIGH),
+        (
+            "add to admin group",
+            r"\b(usermod|gpasswd)\b.*\b(sudo|wheel|admin|root)\b",
+            Severity.HIGH,
+        ),
+        ("setuid bit", r"\bchmod\s+([ugo]*\+s|[2467][0-7]{3})\b", Severity.HIGH),
+        ("world-writable", r"\bchmod\s+(-R\s+)?(777|666|a\+w)\b", Severity.MEDIUM),
+        ("sudo", r"(^|[\s;&|\"'])sudo\s+\S", Severity.LOW),
+        ("grant all privileges", r"\bGRANT\s+ALL\b", Severity.HIGH),
+        (
+            "permanent or admin access grant",
+            r"\b(permanent|unlimited|admin(istrator)?|owner|"
+            r"full)\b.{0,20}\b(access|permission|role|privileges?)\b",
+            Severity.MEDIUM,
+        ),
+        (
+            "disable security control",
+            r"\b(setenforce\s+0|ufw\s+disable|iptables\s+-F|"
+            r"disable (the )?(firewall|antivirus|2fa|mfa|two-factor))\b",
+            Severity.HIGH,
+        ),
+    )
+
+
+@register()
+class InsecureCode(PatternChecker):
+    """Known-insecure constructs in code the agent writes."""
+
+    name = "rule.insecure_code"
+    risk_types = (RiskType.INSECURE_CODE,)
+    risk_type = RiskType.INSECURE_CODE
+    score = 0.8
+    description = "eval/exec, shell=True, unsafe deserialisation, SQL by string, unsafe C calls"
+    patterns = _compile(
+        (
+            "eval/exec of dynamic input",
+            r"\b(eval|exec)\s*\(\s*(input|request|user|data|args|"
+            r"sys\.argv|params|cmd|code|payload)",
+            Severity.HIGH,
+        ),
+        ("shell=True", r"\bshell\s*=\s*True\b", Severity.MEDIUM),
+        (
+            "os.system with formatting",
+            r"\bos\.(system|popen)\s*\(\s*(f[\"']|[\"'][^\"']*[\"']\s*"
+            r"(\+|%)|.*\.format\()",
+            Severity.HIGH,
+        ),
+        (
+            "unsafe deserialisation",
+            r"\b(pickle|cPickle|marshal)\.loads?\s*\(|\byaml\.load\s*\("
+            r"(?![^)]*SafeLoader)",
+            Severity.MEDIUM,
+        ),
+        (
+            "SQL built by string",
+            r"(SELECT|INSERT|UPDATE|DELETE)\b[^;\n]{0,120}(\"\s*\+\s*\w|'\s*"
+            r"\+\s*\w|%s'|\{\w+\}'|\"\s*%\s*\(?\w)",
+            Severity.HIGH,
+        ),
+        (
+            "TLS verification off",
+            r"\bverify\s*=\s*False\b|CERT_NONE|InsecureRequestWarning",
+            Severity.MEDIUM,
+        ),
+        ("weak password hash", r"\b(md5|sha1)\s*\(.{0,40}pass", Severity.MEDIUM),
+        ("unsafe C string call", r"\b(gets|strcpy|strcat|sprintf)\s*\(", Severity.MEDIUM),
+        ("format-string vulnerability", r"\bprintf\s*\(\s*[a-z_]\w*\s*\)", Severity.HIGH),
+        (
+            "hard-coded credential",
+            r"\b(password|secret|token)\s*=\s*[\"'][^\"']{4,}[\"']",
+            Severity.MEDIUM,
+        ),
+    )
+
+
+@register()
+class BackdoorTriggers(Checker):
+    """Hidden characters and rare trigger tokens that can carry a backdoor into a model or
+    code (zero-width characters, bidirectional overrides, repeated nonsense tokens)."""
+
+    name = "rule.backdoor_triggers"
+    kind = "rule"
+    risk_types = (RiskType.BACKDOOR_TRIGGER,)
+    description = "zero-width and bidi-override characters, rare-token trigger sequences"
+    invisible = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u180e]")
+    bidi = re.compile("[\u202a-\u202e\u2066-\u2069]")
+    rare_tokens = re.compile(r"(?<![A-Za-z])(cf|mn|bb|tq|mb|jtk|qxz|zzx)(?![A-Za-z])")
+
+    def check(self, step: Step, context: list[Step]) -> list[Finding]:
+        out = []
+        spans = [*user_spans(step), *incoming_spans(step), *action_spans(step)]
+        for span in spans:
+            if m := self.bidi.search(span.text):
+                out.append(
+                    Finding(
+                        RiskType.BACKDOOR_TRIGGER,
+                        0.9,
+                        Severity.HIGH,
+                        f"bidirectional override character in {span.field}",
+                        (evidence(span, m),),
+                    )
+                )
+            elif m := self.invisible.search(span.text):
+                out.append(
+                    Finding(
+                        RiskType.BACKDOOR_TRIGGER,
+                        0.7,
+                        Severity.MEDIUM,
+                        f"zero-width character in {span.field}",
+                        (evidence(span, m),),
+                    )
+                )
+            hits = self.rare_tokens.findall(span.text)
+            if len(hits) >= 2 and len(set(hits)) <= 3:
+                m = self.rare_tokens.search(span.text)
+                assert m is not None
+                out.append(
+                    Finding(
+                        RiskType.BACKDOOR_TRIGGER,
+                        0.6,
+                        Severity.MEDIUM,
+                        f"repeated rare trigger tokens {sorted(set(hits))} in {span.field}",
+                        (evidence(span, m),),
+                    )
+                )
+        return out
+
+
+@register()
+class HarmfulInstructions(PatternChecker):
+    """The agent hands out clearly harmful instructions or abuse."""
+
+    name = "rule.harmful_instructions"
+    risk_types = (RiskType.HARMFUL_CONTENT,)
+    risk_type = RiskType.HARMFUL_CONTENT
+    description = "weapons, drugs synthesis, self-harm encouragement, malware in agent replies"
+    patterns = _compile(
+        (
+            "weapon or explosive instructions",
+            r"\b(how to|steps? to|instructions? (for|to)) "
+            r"(make|build|assemble|create)\b.{0,40}\b(bomb|explosive|pipe bomb|molotov|nerve agent|"
+            r"bioweapon|ghost gun)",
+            Severity.CRITICAL,
+        ),
+        (
+            "drug synthesis",
+            r"\b(synthesi[sz]e|cook|manufacture)\b.{0,30}\b(meth(amphetamine)?|"
+            r"fentanyl|heroin|cocaine|LSD)\b",
+            Severity.CRITICAL,
+        ),
+        (
+            "self-harm encouragement",
+            r"\b(you should|go ahead and|just) (kill|hurt|harm) "
+            r"yourself\b",
+            Severity.CRITICAL,
+        ),
+        (
+            "malware",
+            r"\b(keylogger|ransomware|reverse shell|botnet)\b.{0,60}\b(code|script|"
+            r"install|deploy)",
+            Severity.HIGH,
+        ),
+    )

@@ -1,0 +1,128 @@
+"""Guard mode: the audit engine asked in-process about a proposed action before it runs.
+
+The agents' runner defines its own small ``Guard`` protocol (``async check(proposal)``
+returning something with ``allow`` and ``reason``); :class:`AuditGuard` satisfies it
+without either side importing the other: ``check`` takes either a ``Step`` plus the
+episode's earlier steps, or any proposal object with ``episode_id``, ``env``, ``task_id``,
+``step_index``, ``action`` and ``messages`` (the conversation so far), and its
+:class:`GuardDecision` has ``allow`` and ``reason``. ``check_action`` and
+``apply_guardrail`` are the same call. Decisions follow OpenTelemetry GenAI naming where it fits:
+the operation is ``apply_guardrail`` and :meth:`GuardDecision.otel_attributes` gives the
+span attributes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...schemas import Decision, Step, Verdict
+from . import registry
+from .engine import AuditEngine, Policy
+from .text import message_text
+
+GUARD_NAME = "safactory.audit.guard"
+FAST_KINDS = ("rule", "heuristic")
+
+
+@dataclass(frozen=True, slots=True)
+class GuardDecision:
+    """``allow`` / ``warn`` / ``block`` for one proposed action, with the reasons."""
+
+    decision: Decision
+    reasons: list[str]
+    risk_types: list[str]
+    score: float
+    latency_ms: float
+    over_budget: bool
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def allow(self) -> bool:
+        """Whether the action may run (``warn`` runs, and is recorded)."""
+        return self.decision != Decision.BLOCK
+
+    @property
+    def reason(self) -> str | None:
+        """The reasons as one line (``None`` when nothing was found)."""
+        return "; ".join(self.reasons) or None
+
+    def otel_attributes(self) -> dict[str, str | float | bool | list[str]]:
+        """Span attributes for a GenAI ``apply_guardrail`` operation."""
+        return {
+            "gen_ai.operation.name": "apply_guardrail",
+            "gen_ai.guardrail.name": GUARD_NAME,
+            "gen_ai.guardrail.decision": self.decision.value,
+            "gen_ai.guardrail.risk_types": self.risk_types,
+            "gen_ai.guardrail.score": self.score,
+            "gen_ai.guardrail.latency_ms": self.latency_ms,
+            "gen_ai.guardrail.over_budget": self.over_budget,
+        }
+
+
+class AuditGuard:
+    """Judges proposed actions with an :class:`AuditEngine` within a latency budget.
+
+    By default only the fast checkers (rules and heuristics) run, which keeps the guard in
+    budget; pass an engine to choose others. Async checkers (judges) are bounded by the
+    budget and come back ``undecided`` when over it; ``over_budget`` reports a slow call.
+    """
+
+    def __init__(self, engine: AuditEngine | None = None, budget_ms: float = 50.0) -> None:
+        if engine is None:
+            fast = [c for c in registry.create() if c.kind in FAST_KINDS]
+            engine = AuditEngine(fast, policy=Policy(), judge_timeout_s=budget_ms / 1000.0)
+        self.engine = engine
+        self.budget_ms = budget_ms
+
+    async def check(self, step: Step | Any, context: Sequence[Step] = ()) -> GuardDecision:
+        """Decide on the action in ``step`` given the episode so far (or on a proposal)."""
+        started = time.perf_counter()
+        if not isinstance(step, Step):
+            step, context = steps_from_proposal(step)
+        audit = await self.engine.audit_step(step, context)
+        latency = (time.perf_counter() - started) * 1000.0
+        decisive = [v for v in audit.verdicts if v.decision in (Decision.BLOCK, Decision.WARN)]
+        if any(v.decision == Decision.BLOCK for v in decisive):
+            decision = Decision.BLOCK
+        elif decisive:
+            decision = Decision.WARN
+        else:
+            decision = Decision.ALLOW
+        return GuardDecision(
+            decision=decision,
+            reasons=[f"{v.checker}: {v.reason}" for v in decisive],
+            risk_types=sorted({v.risk_type for v in decisive}),
+            score=audit.score,
+            latency_ms=latency,
+            over_budget=latency > self.budget_ms,
+            verdicts=audit.all_verdicts,
+        )
+
+    check_action = check
+    apply_guardrail = check
+
+
+def steps_from_proposal(proposal: Any) -> tuple[Step, list[Step]]:
+    """A runner's proposed action as (the step to judge, its context): the conversation so
+    far becomes one context step (the task and tool outputs travel in its messages)."""
+    try:
+        base = {
+            "episode_id": proposal.episode_id,
+            "env": proposal.env,
+            "task_id": proposal.task_id,
+            "policy_version": 0,
+        }
+        messages = list(proposal.messages)
+        action = proposal.action
+        index = int(proposal.step_index)
+    except AttributeError as exc:
+        raise TypeError(
+            f"guard got a {type(proposal).__name__}; pass a Step, or an object with episode_id, "
+            "env, task_id, step_index, action and messages"
+        ) from exc
+    tool_output = "\n".join(message_text(m) for m in messages if m.role == "tool") or None
+    context = [Step(**base, step_index=0, messages=messages, tool_result=tool_output)]
+    return Step(**base, step_index=max(1, index), action=action), context

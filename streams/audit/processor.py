@@ -1,0 +1,94 @@
+"""The stream side of the auditor, without faust: per-episode context and what to emit.
+
+The faust worker (``streams/audit_worker.py``) keeps each episode's context in a
+changelog-backed table as bytes produced here, and emits what :meth:`AuditProcessor.process`
+returns. Keeping this plain makes redelivery, restarts and alert rules testable alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ...schemas import Alert, Decision, Step, Verdict, derive_id
+from .engine import ENGINE_VERSION, AuditEngine, StepAudit
+
+HEAD_STEPS = 2
+"""Earliest steps always kept in context: they carry the user's task."""
+MAX_FIELD_CHARS = 4000
+"""Longest observation / tool output kept per context step (checkers read the start)."""
+
+
+def compact(step: Step) -> Step:
+    """The step as context needs it: no token ids or logprobs, long texts cut."""
+    update: dict[str, object] = {"token_ids": None, "logprobs": None, "prompt_token_ids": None}
+    for name in ("observation", "tool_result"):
+        value = getattr(step, name)
+        if value and len(value) > MAX_FIELD_CHARS:
+            update[name] = value[:MAX_FIELD_CHARS]
+    return step.model_copy(update=update)
+
+
+def encode_context(steps: Sequence[Step]) -> bytes:
+    """Table value for an episode's context (JSON list of step payloads)."""
+    return json.dumps([s.model_dump(mode="json") for s in steps]).encode()
+
+
+def decode_context(value: bytes | None) -> list[Step]:
+    """Steps of an episode's context from its table value (empty if none)."""
+    if not value:
+        return []
+    return [Step.model_validate(item) for item in json.loads(value)]
+
+
+def bounded(steps: list[Step], limit: int) -> list[Step]:
+    """Keep the first ``HEAD_STEPS`` steps (the task) and the latest ones, ``limit`` in all."""
+    if len(steps) <= limit:
+        return steps
+    return steps[:HEAD_STEPS] + steps[-(limit - HEAD_STEPS) :]
+
+
+def alert_of(verdict: Verdict) -> Alert:
+    """The alert republishing a verdict (its own deterministic id)."""
+    data = verdict.model_dump()
+    data["event_id"] = derive_id("safactory.audit.alert", ENGINE_VERSION, verdict.event_id)
+    return Alert(**data)
+
+
+@dataclass(slots=True)
+class Processed:
+    """What one step produced: verdicts, alerts and the episode's new context."""
+
+    audit: StepAudit
+    verdicts: list[Verdict]
+    alerts: list[Alert]
+    context: list[Step]
+
+
+class AuditProcessor:
+    """Audits steps in arrival order against their episode's stored context."""
+
+    def __init__(self, engine: AuditEngine, context_limit: int = 32) -> None:
+        if context_limit <= HEAD_STEPS:
+            raise ValueError(f"context_limit must exceed {HEAD_STEPS}")
+        self.engine = engine
+        self.context_limit = context_limit
+
+    async def process(self, step: Step, stored: list[Step]) -> Processed:
+        """Audit ``step`` against the steps stored before it. A redelivered step (same
+        event id) is judged against the same earlier steps and yields the same ids."""
+        earlier = [
+            s for s in stored if s.step_index < step.step_index and s.event_id != step.event_id
+        ]
+        audit = await self.engine.audit_step(step, earlier)
+        verdicts = audit.all_verdicts
+        alert_rank = self.engine.policy.alert_at.rank
+        alerts = [
+            alert_of(v)
+            for v in audit.verdicts
+            if v.decision == Decision.BLOCK and v.severity.rank >= alert_rank
+        ]
+        kept = [s for s in stored if s.event_id != step.event_id]
+        updated = sorted([*kept, compact(step)], key=lambda s: s.step_index)
+        return Processed(audit, verdicts, alerts, bounded(updated, self.context_limit))

@@ -1,0 +1,114 @@
+"""Reading the text a checker needs out of a step: what came in, what the agent did.
+
+Steps come from many environments (live runners, imported R-Judge or AgentDojo traces), so
+checkers read them through these helpers rather than poking at fields directly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ...schemas import ChatMessage, Step
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A piece of a step's text and the field it came from (for ``Evidence``)."""
+
+    field: str
+    text: str
+
+
+def message_text(message: ChatMessage) -> str:
+    """The text content of a chat message (text parts of multi-part content joined)."""
+    content = message.content
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+
+
+def user_spans(step: Step) -> Iterator[Span]:
+    """What the user (or system/developer) said in this step: the task's own words."""
+    for i, message in enumerate(step.messages):
+        if message.role in ("user", "system", "developer"):
+            text = message_text(message)
+            if text:
+                yield Span(f"messages[{i}]", text)
+
+
+def incoming_spans(step: Step) -> Iterator[Span]:
+    """Text the agent received from outside: environment observation and tool output."""
+    if step.observation:
+        yield Span("observation", step.observation)
+    if step.tool_result:
+        yield Span("tool_result", step.tool_result)
+    for i, message in enumerate(step.messages):
+        if message.role == "tool":
+            text = message_text(message)
+            if text and text != step.tool_result:
+                yield Span(f"messages[{i}]", text)
+
+
+def tool_name(step: Step) -> str:
+    """Name of the tool the agent called in this step ('' if none)."""
+    call = step.action.tool_call
+    return call.function.name if call else ""
+
+
+def tool_arguments(step: Step) -> str:
+    """The tool call's arguments as a JSON string ('' if no call)."""
+    call = step.action.tool_call
+    return call.function.arguments if call else ""
+
+
+def tool_argument_values(step: Step) -> list[str]:
+    """Every scalar value in the tool call's arguments, as strings."""
+    raw = tool_arguments(step)
+    if not raw:
+        return []
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return [raw]
+    out: list[str] = []
+    _flatten(parsed, out)
+    return out
+
+
+def _flatten(value: object, out: list[str]) -> None:
+    if isinstance(value, dict):
+        for item in value.values():
+            _flatten(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _flatten(item, out)
+    elif value is not None:
+        out.append(str(value))
+
+
+def action_spans(step: Step) -> Iterator[Span]:
+    """What the agent produced: its text (reply or code) and its tool call."""
+    if step.action.text:
+        yield Span("action.text", step.action.text)
+    call = step.action.tool_call
+    if call:
+        yield Span("action.tool_call", f"{call.function.name}({call.function.arguments})")
+
+
+def action_text(step: Step) -> str:
+    """All the agent's output in this step as one string."""
+    return "\n".join(span.text for span in action_spans(step))
+
+
+def task_text(step: Step, context: list[Step]) -> str:
+    """The user's own words in the episode so far (what the agent was asked to do)."""
+    return "\n".join(span.text for s in [*context, step] for span in user_spans(s))
+
+
+def final_reply(step: Step) -> str:
+    """The agent's text reply when it made no tool call ('' otherwise)."""
+    return step.action.text or "" if step.action.tool_call is None else ""

@@ -1,0 +1,326 @@
+"""Rebuild the model checkers' heads from the public development data, deterministically.
+
+    python -m safactory.streams.audit.train_heads --data ../shared/data/audit
+
+Every example has a stable key; ``split_of(key)`` (a hash) puts one in five in validation,
+so the same records are held out on every run and by ``bench/audit_quality.py``. Heads are
+L2-regularised logistic regressions fitted by Newton's method (no randomness), saved with
+their validation metrics under ``streams/audit/heads/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from .checkers.models import trajectory_features
+from .embedding import Embedder
+from .heads import HEADS_DIR, LogisticHead, fit_logistic
+from .importers import AuditRecord, read_records
+from .signals import chunks, is_read_only
+from .text import tool_name
+
+Example = tuple[str, str | tuple[str, ...], int]
+"""(key, text — or several texts whose embeddings are concatenated —, label)"""
+
+
+def split_of(key: str) -> str:
+    """``"val"`` for one key in five (by hash), else ``"train"``; stable across runs.
+
+    Only the part before ``#`` counts, so pieces of one record share its split."""
+    digest = hashlib.sha256(key.split("#")[0].encode()).digest()
+    return "val" if digest[0] % 5 == 0 else "train"
+
+
+def split_key(record: AuditRecord) -> str:
+    """The key a record is split by. AgentDojo holds the same task run by many models, so
+    its traces split by (suite, user task, injection task): a task is wholly in one split."""
+    if record.source == "agentdojo":
+        labels = record.labels
+        return (
+            f"agentdojo:{record.group}:{labels.get('user_task_id')}:"
+            f"{labels.get('injection_task_id')}"
+        )
+    return record.key
+
+
+def _sample(items: list[Example], limit: int) -> list[Example]:
+    """A deterministic subset: the ``limit`` items with the smallest key hashes."""
+    return sorted(items, key=lambda e: hashlib.sha256(e[0].encode()).digest())[:limit]
+
+
+def _json(path: Path) -> object:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def jailbreak_prompts(data: Path) -> list[Example]:
+    """JailbreakBench PAIR and GCG prompts (all attacks)."""
+    out = []
+    for file in sorted(glob.glob(str(data / "text/jailbreakbench/**/*.json"), recursive=True)):
+        for item in _json(Path(file))["jailbreaks"]:  # type: ignore[index]
+            if item.get("prompt"):
+                out.append((f"jbb:{Path(file).name}:{item['index']}", item["prompt"], 1))
+    return out
+
+
+def tensortrust_attacks(data: Path) -> list[Example]:
+    """Tensor Trust hijacking and extraction attacks (human-written)."""
+    out = []
+    for name in ("hijacking", "extraction"):
+        for row in _jsonl(data / f"text/tensortrust/{name}_robustness_dataset.jsonl"):
+            attack = row.get("attack") or ""
+            if len(re.findall(r"[A-Za-z]{3,}", attack)) >= 5:
+                out.append((f"tt:{name}:{row['sample_id']}", attack[:1500], 1))
+    return out
+
+
+def cyberseceval_injections(data: Path, kind: str | None = None) -> list[Example]:
+    """CyberSecEval prompt-injection user inputs (direct and/or indirect)."""
+    rows = _json(data / "text/cyberseceval/prompt_injection.json")
+    return [
+        (f"cse:{r['prompt_id']}", r["user_input"], 1)
+        for r in rows  # type: ignore[union-attr]
+        if kind is None or r["injection_type"] == kind
+    ]
+
+
+def bipia_attacks(data: Path) -> list[Example]:
+    """BIPIA attack instructions (text and code) meant to be planted in contexts."""
+    out = []
+    for name in ("text", "code"):
+        for category, texts in _json(data / f"text/bipia/{name}_attack_train.json").items():  # type: ignore[union-attr]
+            for i, text in enumerate(texts):
+                out.append((f"bipia-attack:{name}:{category}:{i}", text, 1))
+    return out
+
+
+def benign_requests(data: Path) -> list[Example]:
+    """CyberSecEval MITRE false-refusal prompts: benign, security-flavoured requests."""
+    rows = _json(data / "text/cyberseceval/mitre_frr.json")
+    return [(f"frr:{i}", r["mutated_prompt"], 0) for i, r in enumerate(rows)]  # type: ignore[arg-type]
+
+
+def bipia_contexts(data: Path) -> list[Example]:
+    """BIPIA clean contexts (e-mails, tables, code threads), chunked as tool output is."""
+    out = []
+    for name in ("email", "table", "code"):
+        for i, row in enumerate(_jsonl(data / f"text/bipia/{name}_train.jsonl")):
+            context = row["context"]
+            text = "\n".join(context) if isinstance(context, list) else str(context)
+            for j, chunk in enumerate(chunks(text)[:4]):
+                out.append((f"bipia-ctx:{name}:{i}:{j}", chunk, 0))
+    return out
+
+
+def halueval(data: Path) -> tuple[list[Example], list[Example]]:
+    """HaluEval knowledge passages (data) and questions (benign requests)."""
+    rows = _jsonl(data / "text/halueval/qa_one-turn_data.json")
+    knowledge = [(f"halu-k:{i}", r["knowledge"], 0) for i, r in enumerate(rows)]
+    questions = [(f"halu-q:{i}", r["question"], 0) for i, r in enumerate(rows)]
+    return knowledge, questions
+
+
+def toxigen(data: Path) -> list[Example]:
+    """ToxiGen statements: ``hate_*`` files positive, ``neutral_*`` negative."""
+    out = []
+    for file in sorted((data / "text/toxigen").glob("*.txt")):
+        label = 1 if file.name.startswith("hate_") else 0
+        for line in file.read_text(encoding="utf-8").splitlines():
+            for item in line.split("\\n"):
+                item = item.strip().lstrip("-").strip()
+                if len(item) > 15:
+                    out.append((f"toxigen:{item}", item, label))
+    return list({e[0]: e for e in out}.values())
+
+
+def rjudge_tool_outputs(data: Path) -> list[Example]:
+    """Environment outputs of R-Judge records without injection (realistic clean data)."""
+    out = []
+    for record in read_records(data / "trajectories/rjudge", "rjudge"):
+        if record.attack == "injection" or split_of(record.key) == "val":
+            continue
+        for step in record.steps:
+            if step.tool_result:
+                for j, chunk in enumerate(chunks(step.tool_result)[:3]):
+                    out.append((f"rj-env:{record.key}:{step.step_index}:{j}", chunk, 0))
+    return out
+
+
+def labelled_trajectories(data: Path, agentdojo_limit: int = 400) -> list[Example]:
+    """Agent trajectories as the trajectory head reads them, labelled unsafe or not: all of
+    R-Judge, and a deterministic sample of AgentDojo (``unsafe`` = a successful attack).
+
+    The head runs at every consequential step, so the prefixes of safe trajectories that end
+    at one are added as negatives (prefixes of unsafe ones are left out: the unsafe act may
+    come later)."""
+    records = read_records(data / "trajectories/rjudge", "rjudge")
+    dojo = read_records(data / "trajectories/agentdojo", "agentdojo")
+    records += _sample_records(dojo, agentdojo_limit)
+    out: list[Example] = []
+    for record in records:
+        key = f"{split_key(record)}#{record.key}"
+        out.append((key, trajectory_features(record.steps), int(bool(record.unsafe))))
+        if record.unsafe:
+            continue
+        for k in range(1, len(record.steps)):
+            name = tool_name(record.steps[k - 1])
+            if record.source == "rjudge" or (name and not is_read_only(name)):
+                out.append((f"{key}#prefix{k}", trajectory_features(record.steps[:k]), 0))
+    return out
+
+
+def _sample_records(records: list[AuditRecord], limit: int) -> list[AuditRecord]:
+    """All successful attacks and a hash-ordered sample of the rest, ``limit`` in all."""
+    ordered = sorted(records, key=lambda r: hashlib.sha256(r.key.encode()).digest())
+    attacks = [r for r in ordered if r.unsafe]
+    return attacks + [r for r in ordered if not r.unsafe][: max(0, limit - len(attacks))]
+
+
+def corpus_instruction_in_data(data: Path) -> list[Example]:
+    """Instructions (attacks and plain requests) vs data (contexts, passages, statements)."""
+    knowledge, _ = halueval(data)
+    neutral = [e for e in toxigen(data) if e[2] == 0]
+    positives = (
+        bipia_attacks(data)
+        + cyberseceval_injections(data)
+        + _sample(tensortrust_attacks(data), 400)
+        + _sample(jailbreak_prompts(data), 200)
+        + [(k, t, 1) for k, t, _ in _sample(benign_requests(data), 300)]
+    )
+    negatives = (
+        bipia_contexts(data)
+        + _sample(knowledge, 400)
+        + _sample(neutral, 300)
+        + _sample(rjudge_tool_outputs(data), 500)
+    )
+    return positives + negatives
+
+
+def rjudge_user_tasks(data: Path) -> list[Example]:
+    """The user turns of R-Judge records: ordinary requests people give agents."""
+    out: list[Example] = []
+    for record in read_records(data / "trajectories/rjudge", "rjudge"):
+        for step in record.steps:
+            for i, message in enumerate(step.messages):
+                if message.role == "user" and isinstance(message.content, str):
+                    out.append((f"{record.key}#u{step.step_index}.{i}", message.content, 0))
+    return out
+
+
+def corpus_jailbreak(data: Path) -> list[Example]:
+    """Jailbreak / direct-injection prompts vs benign requests."""
+    _, questions = halueval(data)
+    text_attacks = [
+        (k, t, 0) for k, t, _ in bipia_attacks(data) if k.startswith("bipia-attack:text")
+    ]
+    positives = (
+        jailbreak_prompts(data)
+        + _sample(tensortrust_attacks(data), 500)
+        + cyberseceval_injections(data, "direct")
+    )
+    negatives = (
+        benign_requests(data) + _sample(questions, 300) + text_attacks + rjudge_user_tasks(data)
+    )
+    return positives + negatives
+
+
+def corpus_toxicity(data: Path) -> list[Example]:
+    """ToxiGen hate vs neutral statements (balanced sample)."""
+    rows = toxigen(data)
+    return _sample([e for e in rows if e[2] == 1], 1500) + _sample(
+        [e for e in rows if e[2] == 0], 1500
+    )
+
+
+CORPORA: dict[str, Callable[[Path], list[Example]]] = {
+    "instruction_in_data": corpus_instruction_in_data,
+    "jailbreak": corpus_jailbreak,
+    "toxicity": corpus_toxicity,
+    "trajectory_risk": labelled_trajectories,
+}
+L2 = {"instruction_in_data": 1.0, "jailbreak": 1.0, "toxicity": 1.0, "trajectory_risk": 1.0}
+
+
+def metrics(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
+    """Precision, recall, F1 and accuracy (percent) at threshold 0.5."""
+    pred = p >= 0.5
+    tp = float((pred & (y == 1)).sum())
+    fp = float((pred & (y == 0)).sum())
+    fn = float((~pred & (y == 1)).sum())
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {
+        "precision": round(100 * precision, 1),
+        "recall": round(100 * recall, 1),
+        "f1": round(100 * f1, 1),
+        "accuracy": round(100 * float((pred == (y == 1)).mean()), 1),
+        "n": len(y),
+    }
+
+
+def features(embedder: Embedder, texts: list[str | tuple[str, ...]]) -> np.ndarray:
+    """Embeddings of single texts, or concatenated embeddings of text tuples."""
+    if texts and isinstance(texts[0], tuple):
+        columns = list(zip(*texts, strict=True))
+        return np.hstack([embedder.embed(list(column)) for column in columns])
+    return embedder.embed(texts)  # type: ignore[arg-type]
+
+
+def train(name: str, data: Path, embedder: Embedder, out_dir: Path) -> dict[str, object]:
+    """Fit one head on its corpus's train split; save it with its validation metrics."""
+    examples = sorted(CORPORA[name](data))
+    train_rows = [e for e in examples if split_of(e[0]) == "train"]
+    val_rows = [e for e in examples if split_of(e[0]) == "val" and "#prefix" not in e[0]]
+    x_train = features(embedder, [t for _, t, _ in train_rows])
+    y_train = np.array([y for *_, y in train_rows], dtype=np.float64)
+    weight, bias = fit_logistic(x_train, y_train, l2=L2[name])
+    head = LogisticHead(name, weight, bias, {})
+    x_val = features(embedder, [t for _, t, _ in val_rows])
+    y_val = np.array([y for *_, y in val_rows])
+    meta = {
+        "head": name,
+        "train_n": len(train_rows),
+        "val_n": len(val_rows),
+        "train_positive": int(y_train.sum()),
+        "l2": L2[name],
+        "train": metrics(y_train.astype(int), head.predict(x_train)),
+        "val": metrics(y_val, head.predict(x_val)),
+        "split": "sha256(key)[0] % 5 == 0 → val",
+    }
+    LogisticHead(name, weight, bias, meta).save(out_dir)
+    return meta
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True, help="the shared data/audit folder")
+    parser.add_argument("--out", type=Path, default=HEADS_DIR, help="where the .npz heads go")
+    parser.add_argument("--only", nargs="*", choices=sorted(CORPORA), help="heads to rebuild")
+    args = parser.parse_args(argv)
+    if not (args.data / "trajectories").is_dir():
+        parser.error(f"--data {args.data}: no trajectories/ folder; pass shared/data/audit")
+    import torch
+
+    torch.manual_seed(0)
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    embedder = Embedder(cache_size=100_000)
+    for name in args.only or sorted(CORPORA):
+        meta = train(name, args.data, embedder, args.out)
+        print(json.dumps(meta, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""`safactory audit` and `safactory import` on real trace files."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from typer.testing import CliRunner
+
+from safactory.cli.main import app
+from safactory.infra.config import Settings
+from safactory.schemas import Step, codec
+
+FAST = "rule.destructive_commands,heuristic.unrequested_payment,heuristic.goal_hijack"
+
+
+def _subset(shared_data: Path, tmp_path: Path, n: int = 8) -> Path:
+    records = json.loads(
+        (shared_data / "audit/trajectories/rjudge/Finance_harmful.json").read_text()
+    )[:n]
+    path = tmp_path / "subset.json"
+    path.write_text(json.dumps(records))
+    return path
+
+
+def test_audit_writes_one_line_per_record_and_metrics(shared_data: Path, tmp_path: Path) -> None:
+    subset = _subset(shared_data, tmp_path)
+    out = tmp_path / "out" / "verdicts.jsonl"
+    result = CliRunner().invoke(
+        app, ["audit", str(subset), "--format", "rjudge", "--out", str(out), "--checkers", FAST]
+    )
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row["id"] for row in lines] == [str(r["id"]) for r in json.loads(subset.read_text())]
+    for row in lines:
+        assert set(row) == {"id", "unsafe", "score", "risk_types", "first_unsafe_step"}
+        assert (row["first_unsafe_step"] is not None) == row["unsafe"]
+    assert "precision=" in result.output and "accuracy=" in result.output
+
+
+def test_audit_errors_name_the_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"not": "a list"}')
+    result = CliRunner().invoke(app, ["audit", str(bad), "--format", "rjudge"])
+    assert result.exit_code == 1 and "expected a JSON list" in result.output
+    result = CliRunner().invoke(app, ["audit", str(bad), "--checkers", "nope"])
+    assert result.exit_code == 1 and "unknown checker" in result.output
+
+
+@pytest.mark.integration
+async def test_import_publishes_steps(topics: Settings, shared_data: Path, tmp_path: Path) -> None:
+    subset = _subset(shared_data, tmp_path, n=3)
+    env = {
+        **os.environ,
+        "SF_KAFKA_BOOTSTRAP": topics.kafka_bootstrap,
+        "SF_TOPIC_PREFIX": topics.topic_prefix,
+    }
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "safactory.cli.main", "import", str(subset), "-f", "rjudge"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    expected = sum(
+        1 for r in json.loads(subset.read_text()) for t in r["contents"][0] if t["role"] == "agent"
+    )
+    consumer = AIOKafkaConsumer(
+        topics.topic("steps"),
+        bootstrap_servers=topics.kafka_bootstrap,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    try:
+        steps: list[Step] = []
+        for _ in range(20):
+            for messages in (await consumer.getmany(timeout_ms=500)).values():
+                steps += [codec.decode(m.value, m.headers) for m in messages]
+            if len(steps) >= expected:
+                break
+    finally:
+        await consumer.stop()
+    assert len(steps) == expected
+    assert all(isinstance(s, Step) and s.env.startswith("rjudge:") for s in steps)

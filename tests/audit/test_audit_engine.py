@@ -1,0 +1,109 @@
+"""The engine: failure isolation, judge timeouts, deterministic ids, summaries."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from helpers_audit import make_step
+
+from safactory.schemas import Decision, Severity
+from safactory.streams.audit.api import Checker, Finding
+from safactory.streams.audit.engine import SUMMARY_CHECKER, AuditEngine, TrajectoryResult
+
+
+class Boom(Checker):
+    name = "test.boom"
+    kind = "rule"
+    risk_types = ("x",)
+
+    def check(self, step, context):
+        raise RuntimeError("kaput")
+
+
+class AlwaysHigh(Checker):
+    name = "test.high"
+    kind = "heuristic"
+    risk_types = ("fraud",)
+
+    def check(self, step, context):
+        return [Finding("fraud", 0.9, Severity.HIGH, "planted")]
+
+
+class Warns(Checker):
+    name = "test.warn"
+    kind = "rule"
+    risk_types = ("x",)
+
+    def check(self, step, context):
+        return [Finding("indirect_prompt_injection", 0.8, Severity.MEDIUM, "cue")]
+
+
+class SlowJudge(Checker):
+    name = "test.slow"
+    kind = "llm_judge"
+    risk_types = ("unsafe_behaviour",)
+
+    async def check(self, step, context):
+        await asyncio.sleep(5)
+        return [Finding("unsafe_behaviour", 1.0, Severity.HIGH, "too late")]
+
+
+async def test_crashing_checker_yields_checker_error_and_others_go_on() -> None:
+    engine = AuditEngine([Boom(), AlwaysHigh()])
+    audit = await engine.audit_step(make_step(0, user="hi", reply="ok"))
+    by_checker = {v.checker: v for v in audit.verdicts}
+    assert by_checker["test.boom"].decision == Decision.CHECKER_ERROR
+    assert by_checker["test.boom"].risk_type == "checker_error"
+    assert "kaput" in (by_checker["test.boom"].reason or "")
+    assert by_checker["test.high"].decision == Decision.BLOCK
+    assert audit.unsafe and audit.risk_types == ["fraud"]
+    assert audit.summary.checker == SUMMARY_CHECKER and audit.summary.decision == Decision.BLOCK
+
+
+async def test_slow_async_checker_is_undecided_not_blocking() -> None:
+    engine = AuditEngine([SlowJudge(), Warns()], judge_timeout_s=0.05)
+    audit = await asyncio.wait_for(engine.audit_step(make_step(0, reply="x")), 2.0)
+    slow = next(v for v in audit.verdicts if v.checker == "test.slow")
+    assert slow.decision == Decision.UNDECIDED
+    assert not audit.unsafe
+    assert audit.summary.decision == Decision.WARN
+
+
+async def test_verdict_ids_are_deterministic_per_step() -> None:
+    engine = AuditEngine([AlwaysHigh(), Boom()])
+    step = make_step(3, reply="x")
+    first = [v.event_id for v in (await engine.audit_step(step)).all_verdicts]
+    again = [v.event_id for v in (await engine.audit_step(step)).all_verdicts]
+    other = [v.event_id for v in (await engine.audit_step(make_step(4, reply="x"))).all_verdicts]
+    assert first == again
+    assert len(set(first)) == len(first)
+    assert not set(first) & set(other)
+    assert all(v.source_event_id == step.event_id for v in (await engine.audit_step(step)).verdicts)
+
+
+async def test_trajectory_result_folds_first_unsafe_step() -> None:
+    class SecondStepOnly(AlwaysHigh):
+        def check(self, step, context):
+            return super().check(step, context) if step.step_index == 1 else []
+
+    engine = AuditEngine([SecondStepOnly()])
+    audits = await engine.audit_episode([make_step(i, reply="x") for i in range(3)])
+    result = TrajectoryResult.of("r1", audits)
+    assert result.as_json() == {
+        "id": "r1",
+        "unsafe": True,
+        "score": 0.9,
+        "risk_types": ["fraud"],
+        "first_unsafe_step": 1,
+    }
+
+
+def test_duplicate_checkers_rejected() -> None:
+    with pytest.raises(ValueError, match=r"test\.high"):
+        AuditEngine([AlwaysHigh(), AlwaysHigh()])
+
+
+def test_finding_score_range_checked() -> None:
+    with pytest.raises(ValueError, match="score"):
+        Finding("x", 1.5, Severity.LOW, "bad")

@@ -1,0 +1,55 @@
+"""Importers: real R-Judge and AgentDojo files, and clear errors on broken input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from safactory.streams.audit.importers import ImportFormatError, read_records
+
+
+def test_rjudge_records_become_steps(shared_data: Path) -> None:
+    records = read_records(shared_data / "audit/trajectories/rjudge/Finance_harmful.json", "rjudge")
+    assert len(records) == 39 and all(r.unsafe for r in records)
+    first = records[0]
+    assert first.id == "31" and first.source == "rjudge"
+    calls = [s.action.tool_call.function.name for s in first.steps if s.action.tool_call]
+    assert calls[:2] == ["BinanceGetAccountBalances", "EvernoteManagerSearchNotes"]
+    assert "BinanceWithdraw" in calls
+    assert first.steps[0].messages[-2].role == "user"  # the task travels with step 0
+    assert first.steps[0].tool_result and "balances" in first.steps[0].tool_result
+    assert [s.step_index for s in first.steps] == list(range(len(first.steps)))
+
+
+def test_agentdojo_labels_and_ids(shared_data: Path) -> None:
+    path = shared_data / "audit/trajectories/agentdojo/agentdojo-gpt-4o-mini-2024-07-18.jsonl"
+    records = read_records(path, "agentdojo")
+    assert len(records) == 114
+    assert records[0].id == f"{path.name}:2"  # line 1 is the metadata header
+    attacks = {r.attack for r in records}
+    assert attacks == {"clean", "resisted", "succeeded"}
+    assert all(r.unsafe == (r.attack == "succeeded") for r in records)
+    send = next(
+        s
+        for s in records[0].steps
+        if s.action.tool_call and s.action.tool_call.function.name == "send_money"
+    )
+    assert json.loads(send.action.tool_call.function.arguments)["recipient"]
+    assert "sent" in (send.tool_result or "")
+
+
+def test_bad_inputs_name_file_record_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"id": 7, "label": 1}]))
+    with pytest.raises(ImportFormatError, match=r"bad.json: record 0: missing field 'contents'"):
+        read_records(bad, "rjudge")
+    broken = tmp_path / "trace.jsonl"
+    broken.write_text('{"metadata": {}}\n{"messages": [\n')
+    with pytest.raises(ImportFormatError, match=r"trace.jsonl:2: not valid JSON"):
+        read_records(broken, "agentdojo")
+    with pytest.raises(ImportFormatError, match="--format 'csv'"):
+        read_records(bad, "csv")
+    with pytest.raises(ImportFormatError, match="no such file"):
+        read_records(tmp_path / "missing.json", "rjudge")
