@@ -111,6 +111,14 @@ class Environment(abc.ABC):
     def reset(self, task: TaskSpec, seed: int = 0) -> ResetOutput:
         """Start an episode of ``task``; deterministic for a given ``seed``."""
 
+    def resolve(self, action: Action) -> Action:
+        """The concrete action a policy's reply stands for (default: the reply itself).
+
+        Environments whose action space is a menu map a label to the command it names, so
+        the guard, the auditors and the step log all see what will actually run.
+        """
+        return action
+
     @abc.abstractmethod
     def step(self, action: Action) -> StepOutput:
         """Apply one agent action."""

@@ -21,6 +21,7 @@ BUILTIN_MODULES = (
     "safactory.agents.envs.qa_env",
     "safactory.agents.envs.embodied_env",
     "safactory.agents.envs.android_env",
+    "safactory.agents.envs.choice_env",
 )
 
 _REGISTRY: dict[str, type[Environment]] = {}

@@ -151,6 +151,7 @@ class EpisodeRunner:
                 )
             )
             version = int(decision.info.get("policy_version", version))  # type: ignore[call-overload]
+            action = env.resolve(decision.action)
             policy_ms = (time.time() - started) * 1000
             verdict = None
             if self.guard is not None:
@@ -160,7 +161,7 @@ class EpisodeRunner:
                         env=env.name,
                         task_id=task.task_id,
                         step_index=index,
-                        action=decision.action,
+                        action=action,
                         messages=list(messages),
                     )
                 )
@@ -174,7 +175,7 @@ class EpisodeRunner:
                     observation=text, tool_result=text, truncated=blocked_steps >= spec.max_steps
                 )
             else:
-                out = await self._call(env, env.step, decision.action)
+                out = await self._call(env, env.step, action)
             injection, pending = pending, None
             if injector is not None and not blocked:
                 out, made = injector.on_step(index, env, out)
@@ -183,11 +184,11 @@ class EpisodeRunner:
                 elif made is not None:
                     pending = made
             added = [decision.message]
-            if decision.action.tool_call is not None:
+            if action.tool_call is not None:
                 added.append(
                     ChatMessage(
                         role="tool",
-                        tool_call_id=decision.action.tool_call.id,
+                        tool_call_id=action.tool_call.id,
                         content=out.tool_result or out.observation,
                     )
                 )
@@ -203,7 +204,7 @@ class EpisodeRunner:
                     group_id=task.group_id,
                     policy_version=version,
                     observation=observation,
-                    action=decision.action,
+                    action=action,
                     tool_result=out.tool_result,
                     messages=added,
                     token_ids=decision.token_ids,

@@ -143,6 +143,8 @@ class SimulationWorker:
         self.producer = EventProducer(settings)
         self.watcher = PolicyWatcher(settings, self.worker_id)
         self.reloads = 0
+        # Episodes admitted at once wait for one reload instead of each loading the weights.
+        self._reloading = asyncio.Lock()
         self.results: list[EpisodeResult] = []
         self._actors: ActorPool | None = None
         self._consumer: EventConsumer | None = None
@@ -187,14 +189,16 @@ class SimulationWorker:
             if decision is Admission.START:
                 return
             if decision is Admission.RELOAD and latest is not None:
-                log.info(
-                    "policy %s: reloading v%s -> v%s",
-                    self.policy.name,
-                    self.policy.version,
-                    latest.policy_version,
-                )
-                await self.policy.reload(latest)
-                self.reloads += 1
+                async with self._reloading:
+                    if latest.policy_version > self.policy.version:  # not done while waiting
+                        log.info(
+                            "policy %s: reloading v%s -> v%s",
+                            self.policy.name,
+                            self.policy.version,
+                            latest.policy_version,
+                        )
+                        await self.policy.reload(latest)
+                        self.reloads += 1
                 continue
             await asyncio.sleep(0.05)
 

@@ -1,66 +1,488 @@
-"""``safactory demo``: the closed loop on the local broker with embedded defaults."""
+"""``safactory demo``: the closed loop of DESIGN.md on one machine, with real parts.
+
+discover (agents act, every step on Kafka, the auditor raises alerts) → keep (trajectories
+assembled with safety-aware rewards, everything stored in LanceDB) → repair (the trainer
+learns from the trajectories as they stream and publishes new policy versions) → verify
+(the simulation worker hot-reloads them and re-runs the same tasks).
+
+The demo starts the same commands a user runs by hand, as subprocesses, on topics of its
+own (``SF_TOPIC_PREFIX=demo-<run>.``) so runs never mix:
+
+    safactory worker audit · safactory worker assemble · safactory worker sink
+    safactory train · safactory simulate worker --policy hf
+
+The agent is a tiny character-level causal LM (random init, built by the trainer and
+announced as version 0) in the ``choice`` environment: a maintenance chore and a menu of
+commands, three of which are destructive shortcuts. Round 0 measures the untrained policy
+(the baseline); each round's trajectories train one new version, which the next round runs
+on; the last round verifies the final version on the same tasks with the same seeds.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import uuid
-from typing import Annotated
+import json
+import logging
+import os
+import signal
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..agents.envs.choice_env import LABELS
+from ..agents.registry import env_class
 from ..infra.config import Settings, get_settings
-from ..infra.consumer import Delivery, EventConsumer
 from ..infra.producer import EventProducer
 from ..infra.topics import create_topics
-from ..schemas import Action, EpisodeEnded, EpisodeStarted, Outcome, Step
+from ..schemas import Severity, Task, new_id
+from ..sinks.query import QueryError, Selection, open_table, run_query
+from .demo_fleet import DemoError, Fleet
+from .demo_observer import Observer, Tally
 
 console = Console()
+err = Console(stderr=True)
+
+ENV = "choice"
+POLICY_NAME = "hf-local"
+"""The name :class:`HFLocalPolicy` reports; the trainer announces versions under it."""
+LANCE_TABLES = ("steps", "episodes", "verdicts", "trajectories")
+
+
+def trainer_toml(workdir: Path, episodes: int, lr: float) -> str:
+    """The trainer's configuration for the demo: one update per round of ``episodes``."""
+    return f"""[trainer]
+policy_name = "{POLICY_NAME}"
+mode = "async"
+max_staleness = 1
+batch_size = {episodes}
+max_batch_size = {episodes}
+seq_len = 384
+lr = {lr}
+minibatches = 2
+weight_dir = "{workdir / "weights"}"
+checkpoint_dir = "{workdir / "checkpoints"}"
+
+[trainer.model]
+hidden_size = 64
+intermediate_size = 128
+num_layers = 2
+num_heads = 4
+max_positions = 512
+alphabet = "{LABELS}"
+"""
+
+
+@dataclass
+class RoundResult:
+    """What one round of episodes showed."""
+
+    index: int
+    kind: str
+    episodes: int
+    versions: dict[int, int]
+    unsafe: int
+    done_safely: int
+    mean_reward: float
+    alerts: dict[str, int]
+    violations: dict[str, int]
+
+    @property
+    def unsafe_rate(self) -> float:
+        """Share of episodes the environment judged unsafe."""
+        return self.unsafe / self.episodes if self.episodes else 0.0
+
+    def line(self) -> str:
+        """One line for the console."""
+        versions = ", ".join(f"v{v}×{n}" for v, n in sorted(self.versions.items()))
+        alerts = sum(self.alerts.values())
+        return (
+            f"round {self.index} ({self.kind}, {versions}): {self.episodes} episodes, "
+            f"unsafe {self.unsafe} ({self.unsafe_rate:.0%}), done safely {self.done_safely}, "
+            f"mean reward {self.mean_reward:+.2f}, alerts {alerts}"
+        )
+
+
+class Demo:
+    """Drives the rounds against the workers of one run; see the module docstring."""
+
+    def __init__(
+        self, settings: Settings, fleet: Fleet, observer: Observer, options: DemoOptions, run: str
+    ) -> None:
+        self.settings = settings
+        self.fleet = fleet
+        self.observer = observer
+        self.episodes = options.episodes
+        self.rounds = options.rounds
+        self.seed = options.seed
+        self.timeout = options.stage_timeout
+        self.run = run
+        self.results: list[RoundResult] = []
+
+    @property
+    def tally(self) -> Tally:
+        """What the observer has seen."""
+        return self.observer.tally
+
+    async def wait(
+        self, what: str, done: Callable[[], int], total: int, log: str, progress: Progress
+    ) -> None:
+        """Poll until ``done() >= total``; :class:`DemoError` naming ``log`` on timeout."""
+        bar = progress.add_task(what, total=total)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            await self.observer.poll()
+            have = done()
+            progress.update(bar, completed=min(have, total))
+            if have >= total:
+                progress.remove_task(bar)
+                return
+            self.fleet.check()
+            if time.monotonic() > deadline:
+                worker = self.fleet.workers[log]
+                raise DemoError(
+                    f"stage '{what}': {have} of {total} within {self.timeout:g}s; "
+                    f"read {worker.log} ({worker.command})\n{worker.tail()}"
+                )
+
+    def tasks(self, index: int) -> list[Task]:
+        """The round's tasks: the same chores and seeds every round, new ids and groups."""
+        suite = env_class(ENV).suite()
+        tasks = []
+        for i in range(self.episodes):
+            spec = suite[i % len(suite)]
+            tasks.append(Task(
+                task_id=f"{self.run}-r{index}-{i:03d}-{spec.task_id}", env=ENV,
+                spec={"suite_task": spec.task_id}, seed=self.seed + i,
+                group_id=f"{self.run}-r{index}-{spec.task_id}",
+            ))  # fmt: skip
+        return tasks
+
+    async def round(self, index: int, producer: EventProducer, progress: Progress) -> RoundResult:
+        """Run one round's episodes and wait for their trajectories."""
+        kind = "baseline" if index == 0 else "verify" if index == self.rounds else "train"
+        tasks = self.tasks(index)
+        ids = {t.task_id for t in tasks}
+        await producer.publish_many(tasks)
+        label = f"round {index} · {kind}"
+        await self.wait(f"{label} · episodes", lambda: len(self.tally.ended_for(ids)),
+                        len(tasks), "simulate", progress)  # fmt: skip
+        episodes = {e.episode_id for e in self.tally.ended_for(ids)}
+        await self.wait(
+            f"{label} · trajectories",
+            lambda: len(episodes & self.tally.trajectories.keys()), len(episodes), "assemble",
+            progress,
+        )  # fmt: skip
+        return self.result(index, kind, ids)
+
+    def result(self, index: int, kind: str, ids: set[str]) -> RoundResult:
+        """Fold one round's episode ends, trajectories and alerts."""
+        ended = self.tally.ended_for(ids)
+        episodes = {e.episode_id for e in ended}
+        unsafe = [e for e in ended if e.safety is not None and e.safety.unsafe]
+        rewards = [self.tally.trajectories[e].reward for e in episodes]
+        return RoundResult(
+            index=index, kind=kind, episodes=len(ended),
+            versions=dict(Counter(e.policy_version or 0 for e in ended)),
+            unsafe=len(unsafe),
+            done_safely=sum(e.outcome.value == "success" and e not in unsafe for e in ended),
+            mean_reward=statistics.fmean(rewards) if rewards else 0.0,
+            alerts=dict(self.tally.alerts_by_risk(episodes)),
+            violations=dict(Counter(v for e in unsafe for v in e.safety.violations)),  # type: ignore[union-attr]
+        )  # fmt: skip
+
+    async def wait_version(self, version: int, progress: Progress, settle_s: float) -> None:
+        """Wait for the trainer to announce ``version``, then give the worker time to see it."""
+        await self.wait(f"trainer · publish v{version}",
+                        lambda: int((self.tally.latest_version or 0) >= version), 1,
+                        "train", progress)  # fmt: skip
+        await asyncio.sleep(settle_s)
+
+    async def stored(self, db: Path, progress: Progress) -> dict[str, dict[str, int]]:
+        """Wait until LanceDB holds every trajectory and step seen; count rows per table."""
+        expected = {"trajectories": len(self.tally.trajectories), "steps": len(self.tally.steps)}
+
+        def rows(table: str) -> int:
+            try:
+                return int(open_table(db, table).count_rows())
+            except (QueryError, ValueError, OSError):
+                return 0
+
+        for table, total in expected.items():
+            await self.wait(f"sink · {table} in LanceDB", lambda t=table: rows(t), total,  # type: ignore[misc]
+                            "sink", progress)  # fmt: skip
+        out = {}
+        for table in LANCE_TABLES:
+            try:
+                ids = open_table(db, table).search().select(["event_id"]).limit(None).to_arrow()
+            except QueryError:
+                out[table] = {"rows": 0, "distinct": 0}
+                continue
+            column = ids["event_id"].to_pylist()
+            out[table] = {"rows": len(column), "distinct": len(set(column))}
+        risky = run_query(db, "trajectories",
+                          Selection(risk_type="destructive_operation", min_severity=Severity.HIGH),
+                          limit=100_000, columns=["event_id"])  # fmt: skip
+        out["trajectories_with_destructive_verdict"] = {"rows": risky.num_rows}
+        return out
+
+
+def _child_env(prefix: str, workdir: Path, db: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "SF_TOPIC_PREFIX": prefix, "SF_HOME": str(workdir / "home"), "SF_LANCEDB": str(db),
+        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
+    })  # fmt: skip
+    return env
+
+
+def _headline(before: RoundResult, after: RoundResult) -> Table:
+    table = Table(title="before vs after training (same tasks, same seeds)")
+    table.add_column("")
+    table.add_column(f"before (round 0, v{max(before.versions, default=0)})", justify="right")
+    table.add_column(f"after (round {after.index}, v{max(after.versions, default=0)})",
+                     justify="right")  # fmt: skip
+    table.add_row("unsafe-action rate (env ground truth)",
+                  f"{before.unsafe}/{before.episodes} = {before.unsafe_rate:.0%}",
+                  f"{after.unsafe}/{after.episodes} = {after.unsafe_rate:.0%}")  # fmt: skip
+    table.add_row("task done safely", f"{before.done_safely}/{before.episodes}",
+                  f"{after.done_safely}/{after.episodes}")  # fmt: skip
+    table.add_row("mean reward (task − safety penalties)", f"{before.mean_reward:+.2f}",
+                  f"{after.mean_reward:+.2f}")  # fmt: skip
+    table.add_row(
+        "alerts raised", str(sum(before.alerts.values())), str(sum(after.alerts.values()))
+    )
+    return table
+
+
+def _totals(tally: Tally, stored: dict[str, dict[str, int]]) -> Table:
+    table = Table(title="what each stage produced", show_header=False)
+    versions_run = sorted({e.policy_version or 0 for e in tally.ended.values()})
+    by_risk = ", ".join(f"{k}×{n}" for k, n in tally.alerts_by_risk().most_common()) or "none"
+    completed = Counter(t.completed_by for t in tally.trajectories.values())
+    with_verdicts = sum(bool(t.verdict_ids) for t in tally.trajectories.values())
+    table.add_row("episodes run (simulate worker)", str(len(tally.ended)))
+    table.add_row("steps published (sf.steps)", str(len(tally.steps)))
+    table.add_row("verdicts (worker audit)", str(tally.verdicts))
+    table.add_row("alerts by risk type (sf.alerts)", f"{len(tally.alerts)}: {by_risk}")
+    table.add_row("trajectories assembled (worker assemble)",
+                  f"{len(tally.trajectories)} ({with_verdicts} with verdicts; completed by "
+                  f"{dict(completed)}; {tally.trajectory_records} records)")  # fmt: skip
+    table.add_row("rows in LanceDB (worker sink): rows / distinct ids",
+                  ", ".join(f"{k} {v['rows']}/{v['distinct']}" for k, v in stored.items()
+                            if "distinct" in v))  # fmt: skip
+    table.add_row("trajectories with a high destructive_operation verdict (query)",
+                  str(stored["trajectories_with_destructive_verdict"]["rows"]))  # fmt: skip
+    table.add_row(
+        "policy versions published (train)", ", ".join(f"v{v}" for v in sorted(tally.policy))
+    )
+    table.add_row("versions the simulation worker ran", ", ".join(f"v{v}" for v in versions_run))
+    return table
+
+
+EpisodesOpt = Annotated[
+    int, typer.Option(min=4, help="episodes per round (cycling the 4 chores of the choice env)")
+]
+RoundsOpt = Annotated[
+    int, typer.Option(min=1, help="training rounds before the verification round")
+]
+WorkdirOpt = Annotated[
+    Path | None,
+    typer.Option(help="logs, weights, checkpoints, LanceDB, summary.json ($SF_HOME/demo/<run>)"),
+]
+SeedOpt = Annotated[
+    int, typer.Option(help="seed of the first task (+1 each), the same every round")
+]
+LrOpt = Annotated[float, typer.Option(min=0.0, help="the trainer's learning rate")]
+ConcurrencyOpt = Annotated[
+    int, typer.Option(min=1, help="episodes the simulation worker runs at once")
+]
+TimeoutOpt = Annotated[
+    float, typer.Option(help="seconds each stage may take before the demo fails")
+]
+VerdictWaitOpt = Annotated[
+    float, typer.Option(help="seconds the assembler waits for an episode's verdicts after its end")
+]
+EmbedOpt = Annotated[bool, typer.Option(help="sink: MiniLM vectors for `query --like` (slower)")]
+KeepOpt = Annotated[
+    bool, typer.Option(help="leave the workers running after the summary, until Ctrl-C")
+]
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """The knobs of one demo run (the command's options)."""
+
+    episodes: int
+    rounds: int
+    seed: int
+    lr: float
+    concurrency: int
+    stage_timeout: float
+    verdict_wait: float
+    embed: bool
+    keep_running: bool
 
 
 def demo(
-    episodes: Annotated[int, typer.Option(help="episodes to run", min=1)] = 3,
-    steps: Annotated[int, typer.Option(help="steps per episode", min=1)] = 4,
+    episodes: EpisodesOpt = 24,
+    rounds: RoundsOpt = 5,
+    workdir: WorkdirOpt = None,
+    seed: SeedOpt = 0,
+    lr: LrOpt = 0.02,
+    concurrency: ConcurrencyOpt = 4,
+    timeout: TimeoutOpt = 240.0,
+    verdict_wait: VerdictWaitOpt = 4.0,
+    embed: EmbedOpt = False,
+    keep_running: KeepOpt = False,
 ) -> None:
-    """Run the closed loop on the local broker and print what each stage produced."""
-    settings = get_settings()
-    run = uuid.uuid4().hex[:8]
-    asyncio.run(_backbone(settings, run, episodes, steps))
+    """Run the closed loop on the local broker: discover, keep, repair, verify.
+
+    Starts the audit, assemble, sink, train and simulate workers as subprocesses on a fresh
+    topic prefix, runs a baseline round with the untrained policy, ROUNDS training rounds
+    (each round's trajectories train the next version), and a verification round on the
+    same tasks, then prints the unsafe-action rate and reward before vs after, and what every
+    stage produced. Each worker logs to WORKDIR/logs/<name>.log; a stage that stalls fails
+    with the log to read.
+    """
+    options = DemoOptions(episodes, rounds, seed, lr, concurrency, timeout, verdict_wait, embed,
+                          keep_running)  # fmt: skip
+    base = get_settings()
+    run = f"demo-{new_id()[:8]}"
+    settings = base.model_copy(update={"topic_prefix": f"{run}."})
+    workdir = (workdir or base.home / "demo" / run).resolve()
+    if (workdir / "checkpoints").exists():
+        err.print(f"[red]error:[/red] --workdir {workdir} holds an earlier run (checkpoints/): "
+                  "the trainer would resume it, not start at v0; choose a new folder")  # fmt: skip
+        raise typer.Exit(code=2)
+    workdir.mkdir(parents=True, exist_ok=True)
+    db = workdir / "lancedb"
+    (workdir / "trainer.toml").write_text(trainer_toml(workdir, episodes, lr))
+    fleet = Fleet(workdir / "logs", _child_env(settings.topic_prefix, workdir, db))
+    logging.basicConfig(filename=workdir / "logs" / "demo.log", level=logging.INFO, force=True)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # workers must heed SIGINT
+    console.print(f"[bold]safactory demo[/bold] {run}: topics {settings.topic_prefix}*, "
+                  f"workdir {workdir}")  # fmt: skip
+    started = time.monotonic()
+    try:
+        asyncio.run(_main(settings, fleet, workdir, db, run, options))
+    except DemoError as exc:
+        fleet.stop()
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=1) from None
+    except KeyboardInterrupt:
+        killed = fleet.stop()
+        err.print(f"interrupted; workers stopped{f' (killed: {killed})' if killed else ''}")
+        raise typer.Exit(code=130) from None
+    except OSError as exc:
+        fleet.stop()
+        err.print(f"[red]error:[/red] {exc!r}; is the broker up? (safactory broker up)")
+        raise typer.Exit(code=1) from None
+    killed = fleet.stop()
+    summary_file = workdir / "summary.json"
+    summary = json.loads(summary_file.read_text())
+    summary.update(seconds=round(time.monotonic() - started, 1), killed_on_stop=killed)
+    summary_file.write_text(json.dumps(summary, indent=2))
+    console.print(f"done in {time.monotonic() - started:.0f}s; workers stopped"
+                  f"{f' (had to kill {killed})' if killed else ''}; summary in "
+                  f"{workdir / 'summary.json'}")  # fmt: skip
+    console.print(f"look around: safactory query --db {db} --table trajectories "
+                  "--risk-type destructive_operation")  # fmt: skip
 
 
-async def _backbone(settings: Settings, run: str, episodes: int, steps: int) -> None:
+async def _main(
+    settings: Settings, fleet: Fleet, workdir: Path, db: Path, run: str, options: DemoOptions
+) -> dict[str, Any]:
     await create_topics(settings)
-    events = []
-    for e in range(episodes):
-        ep = f"demo-{run}-{e}"
-        events.append(EpisodeStarted(episode_id=ep, task_id="demo", env="os",
-                                     policy_name="scripted", policy_version=0))  # fmt: skip
-        events += [Step(episode_id=ep, step_index=i, env="os", task_id="demo", policy_version=0,
-                        action=Action(text=f"echo step {i}")) for i in range(steps)]  # fmt: skip
-        events.append(EpisodeEnded(episode_id=ep, task_id="demo", env="os",
-                                   outcome=Outcome.SUCCESS, num_steps=steps))  # fmt: skip
-    counts: dict[str, int] = {}
+    observer = Observer(settings)
+    await observer.start()
+    try:
+        fleet.start("audit", ["worker", "audit"])
+        fleet.start(
+            "assemble", ["worker", "assemble", "--verdict-timeout", f"{options.verdict_wait:g}"]
+        )
+        fleet.start("sink", ["worker", "sink", "--db", str(db), "--group", f"{run}-sink",
+                             "--embed" if options.embed else "--no-embed"])  # fmt: skip
+        fleet.start("train", ["train", "--config", str(workdir / "trainer.toml"), "--no-live"])
+        demo = Demo(settings, fleet, observer, options, run)
+        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn())  # fmt: skip
+        with Progress(*columns, console=console, transient=True) as progress:
+            await demo.wait("trainer · announce v0 (random init)",
+                            lambda: int(0 in demo.tally.policy), 1, "train", progress)  # fmt: skip
+            v0 = demo.tally.policy[0]
+            console.print(f"trainer announced v0 at {v0.uri}")
+            fleet.start("simulate", [
+                "simulate", "worker", "--policy", "hf", "--checkpoint", v0.uri,
+                "--max-new-tokens", "1", "--max-staleness", "0",
+                "--concurrency", str(options.concurrency), "--group", f"{run}-sim",
+                "--warm", ENV, "--timeout", "120",
+            ])  # fmt: skip
+            console.print("workers: " + ", ".join(f"{w.name} (pid {w.process.pid})"
+                                                  for w in fleet.workers.values()))  # fmt: skip
+            async with EventProducer(settings) as producer:
+                for index in range(options.rounds + 1):
+                    result = await demo.round(index, producer, progress)
+                    demo.results.append(result)
+                    console.print(result.line())
+                    if index < options.rounds:
+                        await demo.wait_version(index + 1, progress, settle_s=1.5)
+                    if index == options.rounds - 1:  # verify a frozen version: training is done
+                        await asyncio.to_thread(fleet.stop, ["train"])
+            stored = await demo.stored(db, progress)
+        before, after = demo.results[0], demo.results[-1]
+        console.print(_totals(demo.tally, stored))
+        console.print(_headline(before, after))
+        summary = _summary(run, settings, workdir, fleet, demo, stored)
+        (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
+        if options.keep_running:
+            console.print("workers keep running (logs in "
+                          f"{fleet.log_dir}); Ctrl-C stops them")  # fmt: skip
+            while True:
+                fleet.check()
+                await asyncio.sleep(1.0)
+        return summary
+    finally:
+        await observer.stop()
 
-    async def count(d: Delivery) -> None:
-        if d.event.episode_id.startswith(f"demo-{run}"):  # type: ignore[attr-defined]
-            counts[type(d.event).__name__] = counts.get(type(d.event).__name__, 0) + 1
 
-    consumer = EventConsumer(["steps", "episodes"], f"demo-{run}", handler=count,
-                             settings=settings, from_beginning=False)  # fmt: skip
-    async with consumer, EventProducer(settings) as producer:
-        while not consumer.assignment():
-            await consumer.poll_once(timeout_ms=500)  # join the group, positions at the end
-        acks = await producer.publish_many(events)
-        malformed = await producer.send_raw(
-            settings.topic("steps"), key=b"demo-bad", value=b"{not json",
-            headers=[("sf-schema", b"step/1")],
-        )  # fmt: skip
-        await malformed
-        console.print(f"published {len(acks)} events and 1 malformed record")
-        await consumer.run(idle_timeout=3.0)
-    table = Table("event", "read back")
-    for name, n in sorted(counts.items()):
-        table.add_row(name, str(n))
-    console.print(table)
-    console.print(f"dead-lettered to {settings.topic('dlq')}: {consumer.stats.dead_lettered}")
+def _summary(
+    run: str, settings: Settings, workdir: Path, fleet: Fleet, demo: Demo,
+    stored: dict[str, dict[str, int]],
+) -> dict[str, Any]:  # fmt: skip
+    tally = demo.tally
+    return {
+        "run": run,
+        "topic_prefix": settings.topic_prefix,
+        "workdir": str(workdir),
+        "rounds": [r.__dict__ for r in demo.results],
+        "before": {"unsafe_rate": demo.results[0].unsafe_rate,
+                   "mean_reward": demo.results[0].mean_reward},
+        "after": {"unsafe_rate": demo.results[-1].unsafe_rate,
+                  "mean_reward": demo.results[-1].mean_reward},
+        "episodes": len(tally.ended),
+        "steps": len(tally.steps),
+        "verdicts": tally.verdicts,
+        "alerts_by_risk": dict(tally.alerts_by_risk()),
+        "alerted_episodes": sorted(tally.alerted_episodes()),
+        "unsafe_episodes": sorted(e.episode_id for e in tally.ended.values()
+                                  if e.safety is not None and e.safety.unsafe),
+        "trajectories": len(tally.trajectories),
+        "trajectories_with_verdicts": sum(bool(t.verdict_ids) for t in tally.trajectories.values()),
+        "trajectory_records": tally.trajectory_records,
+        "policy_versions": sorted(tally.policy),
+        "versions_run": sorted({e.policy_version or 0 for e in tally.ended.values()}),
+        "lancedb": stored,
+        "logs": {name: str(w.log) for name, w in fleet.workers.items()},
+        "commands": {name: w.command for name, w in fleet.workers.items()},
+    }  # fmt: skip

@@ -47,6 +47,7 @@ BaseUrlOpt = Annotated[str | None, typer.Option(help="openai: e.g. http://127.0.
 CheckpointOpt = Annotated[str | None, typer.Option(help="hf: a save_pretrained folder")]
 VersionOpt = Annotated[int, typer.Option(help="policy weights version to report at start")]
 RecordOpt = Annotated[bool, typer.Option(help="openai: ask vLLM for token ids and logprobs")]
+MaxNewTokensOpt = Annotated[int, typer.Option(min=1, help="hf: most tokens generated per step")]
 ConcurrencyOpt = Annotated[int, typer.Option(min=1, help="episodes run at once")]
 GroupOpt = Annotated[
     str,
@@ -80,6 +81,7 @@ def _policy(
     checkpoint: str | None,
     version: int,
     record_tokens: bool,
+    max_new_tokens: int = 64,
 ) -> PolicyConfig:
     try:
         return PolicyConfig(
@@ -89,6 +91,7 @@ def _policy(
             checkpoint=checkpoint,
             version=version,
             record_tokens=record_tokens,
+            max_new_tokens=max_new_tokens,
         )
     except ValueError as exc:
         raise _fail(f"--policy {kind!r}: {exc.errors()[0]['msg']}") from None  # type: ignore[attr-defined]
@@ -139,6 +142,7 @@ def run(
     checkpoint: CheckpointOpt = None,
     policy_version: VersionOpt = 0,
     record_tokens: RecordOpt = False,
+    max_new_tokens: MaxNewTokensOpt = 64,
     kind: Annotated[
         list[str] | None,
         typer.Option(help="task kinds to run: capability and/or safety (repeatable; default both)"),
@@ -173,7 +177,9 @@ def run(
     kinds = kind or ["capability", "safety"]
     if bad := set(kinds) - {"capability", "safety"}:
         raise _fail(f"--kind {sorted(bad)}: use capability or safety")
-    config = _policy(policy, model, base_url, checkpoint, policy_version, record_tokens)
+    config = _policy(
+        policy, model, base_url, checkpoint, policy_version, record_tokens, max_new_tokens
+    )
     plan = _attack(attack, attack_step, attack_param)
     logging.basicConfig(level=logging.WARNING)
     try:
@@ -291,6 +297,7 @@ def worker(
     checkpoint: CheckpointOpt = None,
     policy_version: VersionOpt = 0,
     record_tokens: RecordOpt = False,
+    max_new_tokens: MaxNewTokensOpt = 64,
     warm: Annotated[
         list[str] | None,
         typer.Option(
@@ -310,7 +317,9 @@ def worker(
     ] = None,
 ) -> None:
     """Join the worker group on sf.tasks and run every task that arrives."""
-    config = _policy(policy, model, base_url, checkpoint, policy_version, record_tokens)
+    config = _policy(
+        policy, model, base_url, checkpoint, policy_version, record_tokens, max_new_tokens
+    )
     for name in warm or []:
         if name not in env_names():
             raise _fail(f"--warm {name!r}: unknown env; choose from {', '.join(env_names())}")

@@ -26,6 +26,24 @@ ROLE_TOKENS = {
 }
 SPECIAL_TOKENS = [PAD, UNK, END, *dict.fromkeys(ROLE_TOKENS.values())]
 DEFAULT_ALPHABET = string.printable
+CHAT_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "{{ '<|system|>' if m['role'] in ('system', 'developer') else '<|' + m['role'] + '|>' }}"
+    "{%- if m['content'] is string -%}{{ m['content'] }}"
+    "{%- elif m['content'] is not none -%}"
+    "{%- for part in m['content'] -%}{{ part['text'] if 'text' in part else '' }}{%- endfor -%}"
+    "{%- endif -%}"
+    "{%- for call in m['tool_calls'] or [] -%}"
+    "{{ '\\n' + {'tool': call['function']['name'], 'arguments': call['function']['arguments']}"
+    "|tojson(ensure_ascii=True) }}"
+    "{%- endfor -%}"
+    "<|end|>"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}"
+)
+"""The chat template saved with the tokenizer: the same tokens as :func:`render_prompt`, so a
+simulation worker or a vLLM server that loads a published version prompts the policy exactly
+as the trainer sees the conversation."""
 
 
 def build_tokenizer(alphabet: str = "") -> PreTrainedTokenizerFast:
@@ -41,6 +59,7 @@ def build_tokenizer(alphabet: str = "") -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(
         tokenizer_object=core, pad_token=PAD, unk_token=UNK, eos_token=END,
         additional_special_tokens=[t for t in SPECIAL_TOKENS if t not in (PAD, UNK, END)],
+        chat_template=CHAT_TEMPLATE,
     )  # fmt: skip
 
 

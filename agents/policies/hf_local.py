@@ -1,6 +1,7 @@
 """A local Hugging Face causal LM as a policy, recording token ids and behaviour logprobs.
 
-The chat is rendered with a plain template (``<|role|>`` lines), the model samples a
+The chat is rendered with the checkpoint's chat template (a version published by the
+trainer carries one) or else a plain template (``<|role|>`` lines), the model samples a
 reply, and the sampled tokens' logprobs (the behaviour policy's, for importance
 correction in training) are recorded with their ids. A reply that contains a JSON object
 ``{"name": ..., "arguments": {...}}`` naming an offered tool becomes a tool call.
@@ -126,13 +127,28 @@ class HFLocalPolicy(Policy):
         async with self._lock:
             self.model, self.version = model, announcement.policy_version
 
+    def prompt_ids(self, messages: list[ChatMessage], tool_names: list[str]) -> list[int]:
+        """Token ids of the prompt: by the checkpoint's own chat template when its tokenizer
+        has one (a trainer-published version does, so rollout and training tokenise alike),
+        else by the plain :func:`render` template."""
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(
+                [m.model_dump(exclude_none=True) for m in messages],
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+            ids = self.tokenizer(str(text), add_special_tokens=False)["input_ids"]
+        else:
+            ids = self.tokenizer(render(messages, tool_names))["input_ids"]
+        return list(ids)[-self.max_prompt_tokens :]
+
     async def act(self, inp: PolicyInput) -> PolicyOutput:
         names = [t.function["name"] for t in inp.tools]
-        prompt = render(inp.messages, names)
         async with self._lock:
             version = self.version
-            ids, out_ids, logprobs = await asyncio.to_thread(
-                self._generate, prompt, inp.seed, inp.step_index
+            ids = self.prompt_ids(inp.messages, names)
+            out_ids, logprobs = await asyncio.to_thread(
+                self._generate, ids, inp.seed, inp.step_index
             )
         text = self.tokenizer.decode(out_ids, skip_special_tokens=True)
         action = _parse(text, names, inp.step_index)
@@ -147,10 +163,7 @@ class HFLocalPolicy(Policy):
             info={"policy_version": version},
         )
 
-    def _generate(
-        self, prompt: str, seed: int, step: int
-    ) -> tuple[list[int], list[int], list[float]]:
-        ids = self.tokenizer(prompt)["input_ids"][-self.max_prompt_tokens :]
+    def _generate(self, ids: list[int], seed: int, step: int) -> tuple[list[int], list[float]]:
         torch.manual_seed(hash((seed, step)) & 0x7FFFFFFF)
         inputs = torch.tensor([ids], device=self.device)
         with torch.no_grad():
@@ -170,7 +183,7 @@ class HFLocalPolicy(Policy):
                 gen.sequences, gen.scores, normalize_logits=True
             )
         out_ids = gen.sequences[0, len(ids) :].tolist()
-        return ids, out_ids, scores[0, : len(out_ids)].tolist()
+        return out_ids, scores[0, : len(out_ids)].tolist()
 
 
 def _parse(text: str, tool_names: list[str], step: int) -> Action:

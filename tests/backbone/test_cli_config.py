@@ -18,6 +18,7 @@ def test_env_beats_file_beats_defaults(tmp_path: Path, monkeypatch: pytest.Monke
     cfg = tmp_path / "sf.toml"
     cfg.write_text('kafka_bootstrap = "file-host:9092"\ntopic_prefix = "file."\n')
     monkeypatch.setenv("SF_CONFIG", str(cfg))
+    monkeypatch.delenv("SF_KAFKA_BOOTSTRAP", raising=False)
     monkeypatch.setenv("SF_TOPIC_PREFIX", "env.")
     settings = Settings()
     assert settings.kafka_bootstrap == "file-host:9092"  # from the file

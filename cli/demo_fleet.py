@@ -1,0 +1,108 @@
+"""The demo's worker processes: real ``safactory`` commands, one log file each.
+
+Every worker is started as a subprocess in its own session (a Ctrl-C at the terminal
+reaches only the demo, which then stops the workers in order), with stdout and stderr
+going to ``<workdir>/logs/<name>.log``. Stopping sends SIGINT (each worker finishes the
+work in hand, commits and exits), then SIGKILL to any that outlive the grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+
+class DemoError(RuntimeError):
+    """A stage of the demo did not produce what it should; the message names the log."""
+
+
+@dataclass
+class Worker:
+    """One running ``safactory`` command."""
+
+    name: str
+    args: list[str]
+    log: Path
+    process: subprocess.Popen[bytes]
+    handle: IO[bytes] = field(repr=False)
+
+    @property
+    def command(self) -> str:
+        """The command line as a user would type it."""
+        return "safactory " + shlex.join(self.args)
+
+    def tail(self, lines: int = 15) -> str:
+        """The last lines of the worker's log."""
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class Fleet:
+    """Starts workers with a shared environment; stops them all on :meth:`stop`."""
+
+    def __init__(self, log_dir: Path, env: dict[str, str]) -> None:
+        self.log_dir = log_dir
+        self.env = env
+        self.workers: dict[str, Worker] = {}
+        self.stopped: set[str] = set()
+        log_dir.mkdir(parents=True, exist_ok=True)
+
+    def start(self, name: str, args: list[str]) -> Worker:
+        """Run ``safactory ARGS`` in the background, logging to ``<log_dir>/<name>.log``."""
+        log = self.log_dir / f"{name}.log"
+        handle = log.open("wb")
+        handle.write(f"$ safactory {shlex.join(args)}\n".encode())
+        handle.flush()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "safactory.cli.main", *args],
+            stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=self.env, start_new_session=True,
+        )  # fmt: skip
+        worker = Worker(name, args, log, process, handle)
+        self.workers[name] = worker
+        return worker
+
+    def check(self) -> None:
+        """Raise :class:`DemoError` if a worker exited (they all run until stopped)."""
+        for worker in self.workers.values():
+            if worker.name in self.stopped:
+                continue
+            code = worker.process.poll()
+            if code is not None:
+                raise DemoError(
+                    f"worker {worker.name!r} exited with code {code}; read {worker.log}\n"
+                    f"  command: {worker.command}\n{worker.tail()}"
+                )
+
+    def stop(self, names: list[str] | None = None, grace_s: float = 30.0) -> list[str]:
+        """SIGINT the named workers (default: all, newest first), wait, SIGKILL stragglers.
+
+        Returns the names of workers that had to be killed.
+        """
+        chosen = [self.workers[n] for n in (names or reversed(list(self.workers)))]
+        chosen = [w for w in chosen if w.name not in self.stopped]
+        self.stopped.update(w.name for w in chosen)
+        for worker in chosen:
+            if worker.process.poll() is None:
+                worker.process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + grace_s
+        killed = []
+        for worker in chosen:
+            try:
+                worker.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.process.pid, signal.SIGKILL)
+                worker.process.wait()
+                killed.append(worker.name)
+            worker.handle.close()
+        return killed

@@ -1,0 +1,132 @@
+"""What the demo sees on its topics: a read-only tally of every event of one demo run.
+
+The observer reads the run's own topics from the beginning without a consumer group (so it
+takes nothing from the workers' groups) and keeps what each stage of the demo waits for:
+episode ends per task, steps, verdicts, alerts by risk type, trajectories, policy versions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from ..infra.config import Settings
+from ..infra.topics import describe_topics
+from ..schemas import (
+    Alert,
+    DecodeError,
+    EpisodeEnded,
+    EpisodeStarted,
+    PolicyVersion,
+    Step,
+    Trajectory,
+    Verdict,
+    codec,
+)
+
+WATCHED = ("steps", "episodes", "verdicts", "alerts", "trajectories", "policy")
+
+
+@dataclass
+class Tally:
+    """Everything observed so far, indexed the way the demo's stages ask."""
+
+    started: dict[str, EpisodeStarted] = field(default_factory=dict)
+    ended: dict[str, EpisodeEnded] = field(default_factory=dict)
+    """Episode ends by episode id (the first one; redeliveries are not counted twice)."""
+    steps: dict[str, Step] = field(default_factory=dict)
+    """Steps by event id."""
+    verdicts: int = 0
+    alerts: dict[str, Alert] = field(default_factory=dict)
+    """Alerts by event id."""
+    trajectories: dict[str, Trajectory] = field(default_factory=dict)
+    """Trajectories by episode id."""
+    trajectory_records: int = 0
+    policy: dict[int, PolicyVersion] = field(default_factory=dict)
+    undecodable: int = 0
+
+    def ended_for(self, task_ids: set[str]) -> list[EpisodeEnded]:
+        """Episode ends of these tasks."""
+        return [e for e in self.ended.values() if e.task_id in task_ids]
+
+    def alerts_by_risk(self, episodes: set[str] | None = None) -> Counter[str]:
+        """Alert counts by risk type (of these episodes, or all)."""
+        return Counter(
+            a.risk_type
+            for a in self.alerts.values()
+            if episodes is None or a.episode_id in episodes
+        )
+
+    def alerted_episodes(self) -> set[str]:
+        """Episodes with at least one alert."""
+        return {a.episode_id for a in self.alerts.values()}
+
+    @property
+    def latest_version(self) -> int | None:
+        """Newest announced policy version."""
+        return max(self.policy, default=None)
+
+
+class Observer:
+    """Follows the run's topics; :meth:`poll` folds new records into :attr:`tally`."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.tally = Tally()
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka_bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+
+    async def start(self) -> None:
+        """Assign every partition of the watched topics, from the beginning."""
+        rows = {row["topic"]: row for row in await describe_topics(self.settings)}
+        parts = []
+        for name in WATCHED:
+            topic = self.settings.topic(name)
+            count = int(rows[topic]["partitions"]) if rows.get(topic, {}).get("exists") else 0  # type: ignore[call-overload]
+            parts += [TopicPartition(topic, p) for p in range(count)]
+        await self._consumer.start()
+        self._consumer.assign(parts)
+        await self._consumer.seek_to_beginning(*parts)
+
+    async def poll(self, timeout_ms: int = 200) -> int:
+        """Read what arrived; returns how many records."""
+        batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=5000)
+        count = 0
+        for records in batches.values():
+            for record in records:
+                count += 1
+                try:
+                    event = codec.decode(record.value, record.headers)
+                except DecodeError:
+                    self.tally.undecodable += 1
+                    continue
+                self._fold(event)
+        return count
+
+    def _fold(self, event: object) -> None:
+        t = self.tally
+        if isinstance(event, EpisodeStarted):
+            t.started.setdefault(event.episode_id, event)
+        elif isinstance(event, EpisodeEnded):
+            t.ended.setdefault(event.episode_id, event)
+        elif isinstance(event, Step):
+            t.steps[event.event_id] = event
+        elif isinstance(event, Alert):
+            t.alerts[event.event_id] = event
+        elif isinstance(event, Verdict):
+            t.verdicts += 1
+        elif isinstance(event, Trajectory):
+            t.trajectory_records += 1
+            t.trajectories.setdefault(event.episode_id, event)
+        elif isinstance(event, PolicyVersion):
+            t.policy[event.policy_version] = event
+
+    async def stop(self) -> None:
+        """Disconnect."""
+        await self._consumer.stop()

@@ -1,0 +1,22 @@
+"""The demo's premise: the audit's rule checkers flag every destructive shortcut of the
+choice environment, and none of its careful or look-only entries."""
+
+from __future__ import annotations
+
+from safactory.agents.envs.choice_env import KINDS, LABELS, ChoiceEnv, choice_suite
+from safactory.schemas import Action, Step
+from safactory.streams.audit import registry
+from safactory.streams.audit.engine import AuditEngine
+
+
+async def test_the_audit_flags_every_shortcut_and_no_careful_entry() -> None:
+    engine = AuditEngine(registry.create([n for n in registry.default_names()
+                                          if n.startswith("rule.")]))  # fmt: skip
+    env = ChoiceEnv()
+    for task in choice_suite():
+        env.reset(task)
+        for label, kind in zip(LABELS, KINDS, strict=True):
+            step = Step(episode_id="e", step_index=0, env="choice", task_id=task.task_id,
+                        policy_version=0, action=env.resolve(Action(text=label)))  # fmt: skip
+            audit = await engine.audit_step(step)
+            assert audit.unsafe == (kind == "shortcut"), (task.task_id, step.action.text)

@@ -1,0 +1,61 @@
+"""The main job end to end: ``safactory demo`` on the real broker, every worker a real
+subprocess, and the loop closes — discover, keep, repair, verify."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from safactory.sinks.query import open_table
+
+EPISODES = 16
+ROUNDS = 4
+
+
+@pytest.mark.integration
+def test_demo_closes_the_loop(kafka: str, tmp_path: Path) -> None:
+    workdir = tmp_path / "demo"
+    done = subprocess.run(
+        [sys.executable, "-m", "safactory.cli.main", "demo", "--episodes", str(EPISODES),
+         "--rounds", str(ROUNDS), "--workdir", str(workdir), "--timeout", "150"],
+        capture_output=True, text=True, timeout=420,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((workdir / "summary.json").read_text())
+    total = EPISODES * (ROUNDS + 1)
+
+    # discover: every round ran, and every unsafe action the env saw raised an alert
+    assert summary["episodes"] == total and summary["steps"] == total
+    baseline, verify = summary["rounds"][0], summary["rounds"][-1]
+    assert [r["episodes"] for r in summary["rounds"]] == [EPISODES] * (ROUNDS + 1)
+    assert baseline["unsafe"] > 0, "the untrained policy took no shortcut at this seed"
+    assert summary["unsafe_episodes"]
+    assert set(summary["unsafe_episodes"]) <= set(summary["alerted_episodes"])
+    assert summary["alerts_by_risk"].get("destructive_operation", 0) >= baseline["unsafe"]
+
+    # keep: one trajectory per episode, each stored once in LanceDB, with its verdicts
+    assert summary["trajectories"] == summary["trajectory_records"] == total
+    assert summary["trajectories_with_verdicts"] == total
+    for table, expected in (("trajectories", total), ("steps", total), ("episodes", 2 * total)):
+        stored = summary["lancedb"][table]
+        assert stored["rows"] == stored["distinct"] == expected, table
+        assert open_table(workdir / "lancedb", table).count_rows() == expected
+    assert summary["lancedb"]["trajectories_with_destructive_verdict"]["rows"] >= baseline["unsafe"]
+
+    # repair: a new version per training round, each run by the simulation worker
+    assert summary["policy_versions"] == list(range(ROUNDS + 1))
+    assert summary["versions_run"] == list(range(ROUNDS + 1))
+    for index, result in enumerate(summary["rounds"]):
+        assert result["versions"] == {str(index): EPISODES}, result
+
+    # verify: the same tasks on the final version are safer and better rewarded
+    assert verify["kind"] == "verify"
+    assert verify["unsafe"] < baseline["unsafe"]
+    assert verify["mean_reward"] > baseline["mean_reward"]
+    for name in ("audit", "assemble", "sink", "train", "simulate"):
+        assert Path(summary["logs"][name]).is_file()
+    assert summary["killed_on_stop"] == []
