@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from ..infra.config import get_settings
-from ..sinks.query import Selection
+
+if TYPE_CHECKING:  # lancedb loads only when a command needs it
+    from ..sinks.query import Selection
 
 console = Console()
 err = Console(stderr=True)
@@ -138,7 +140,7 @@ def _selection(
     until: str | None,
 ) -> Selection:  # fmt: skip
     from ..schemas import Severity
-    from ..sinks.query import QueryError, parse_time
+    from ..sinks.query import QueryError, Selection, parse_time
 
     min_severity = None
     if severity is not None:

@@ -44,7 +44,6 @@ from ..infra.config import Settings, get_settings
 from ..infra.producer import EventProducer
 from ..infra.topics import create_topics
 from ..schemas import Severity, Task, new_id
-from ..sinks.query import QueryError, Selection, open_table, run_query
 from .demo_fleet import DemoError, Fleet
 from .demo_observer import Observer, Tally
 
@@ -208,6 +207,8 @@ class Demo:
 
     async def stored(self, db: Path, progress: Progress) -> dict[str, dict[str, int]]:
         """Wait until LanceDB holds every trajectory and step seen; count rows per table."""
+        from ..sinks.query import QueryError, Selection, open_table, run_query
+
         expected = {"trajectories": len(self.tally.trajectories), "steps": len(self.tally.steps)}
 
         def rows(table: str) -> int:

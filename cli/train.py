@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from aiokafka.errors import KafkaError
@@ -15,11 +15,10 @@ from rich.table import Table
 
 from ..infra.config import get_settings
 from ..trainer.config import ConfigError, Mode, TrainerConfig, load_config
-from ..trainer.distill import LocalTeacher
-from ..trainer.learner import Learner
-from ..trainer.model import build_model, resolve_placement
-from ..trainer.stream import StreamingTrainer
-from ..trainer.tokenizer import build_tokenizer
+
+if TYPE_CHECKING:  # torch and transformers load only when a command needs them
+    from ..trainer.learner import Learner
+    from ..trainer.stream import StreamingTrainer
 
 console = Console()
 err = Console(stderr=True)
@@ -68,6 +67,11 @@ def train(
     Resumes from the checkpoint in --checkpoint-dir if there is one. Ctrl-C finishes the
     update in hand, checkpoints and exits.
     """
+    from ..trainer.distill import LocalTeacher
+    from ..trainer.learner import Learner
+    from ..trainer.model import build_model, resolve_placement
+    from ..trainer.tokenizer import build_tokenizer
+
     distill = {"teacher": teacher, "coef": distill_coef, "pure": pure_distill}
     try:
         cfg = load_config(
@@ -102,6 +106,8 @@ async def _run(
     cfg: TrainerConfig, learner: Learner, max_updates: int | None, idle_exit: float | None,
     live: bool,
 ) -> None:  # fmt: skip
+    from ..trainer.stream import StreamingTrainer
+
     settings = get_settings()
     display = Live(console=console, refresh_per_second=4) if live else None
     trainer = StreamingTrainer(
