@@ -44,12 +44,18 @@ fi
 
 # Reinstall dependencies only when they changed (the stamp is a hash of pyproject.toml).
 stamp="$(sha256sum "$SF_ROOT/pyproject.toml" | cut -c1-16)"
+pip_log="$SF_HOME/pip-install.log"
+quiet_pip() {  # pip's output goes to a log, shown only when it fails
+  if ! "$SF_VENV/bin/pip" install "$@" >"$pip_log" 2>&1; then
+    cat "$pip_log" >&2; say "pip install failed (log: $pip_log)"; exit 1
+  fi
+}
 if [ "$(cat "$SF_VENV/.sf-deps" 2>/dev/null)" != "$stamp" ]; then
   say "installing dependencies into $SF_VENV (the first time takes several minutes: torch)"
-  "$SF_VENV/bin/pip" install -q --progress-bar off -e "$SF_ROOT[dev]"
+  quiet_pip --progress-bar off -e "$SF_ROOT[dev]"
   echo "$stamp" > "$SF_VENV/.sf-deps"
 else
   # Point the cached environment at this checkout (CI clones elsewhere).
-  "$SF_VENV/bin/pip" install -q --no-deps --no-build-isolation -e "$SF_ROOT" >/dev/null
+  quiet_pip --no-deps --no-build-isolation -e "$SF_ROOT"
 fi
 export PATH="$SF_VENV/bin:$PATH"
