@@ -154,9 +154,12 @@ def worker_audit(
     checkers: CheckersOption = None,
     context_limit: Annotated[int, typer.Option(help="steps of context kept per episode")] = 32,
     judge_timeout: Annotated[float, typer.Option(help="seconds an LLM judge may take")] = 2.0,
+    log_level: Annotated[
+        str, typer.Option(envvar="SF_LOG_LEVEL", help="worker log level (info for details)")
+    ] = "warning",
 ) -> None:
-    """Run the live auditor: steps topic in, verdicts and alerts out (faust worker)."""
+    """Run the live auditor: steps topic in, verdicts and alerts out."""
     from ..streams.audit_worker import AuditWorker
 
     engine = _engine(checkers, judge_timeout)
-    AuditWorker(engine, get_settings(), context_limit=context_limit).run()
+    AuditWorker(engine, get_settings(), context_limit=context_limit).run(log_level)

@@ -74,6 +74,7 @@ class EventConsumer:
         max_records: int = 500,
         handler_attempts: int = 3,
         commit_interval_ms: int = 1000,
+        on_assigned: Callable[[set[TopicPartition]], Awaitable[None]] | None = None,
         **kafka_options: object,
     ) -> None:
         if (handler is None) == (batch_handler is None):
@@ -93,6 +94,7 @@ class EventConsumer:
         self._commit_interval = commit_interval_ms / 1000
         self._last_commit = 0.0
         self._uncommitted: dict[TopicPartition, int] = {}
+        self._on_assigned = on_assigned
         options: dict[str, object] = {
             "bootstrap_servers": self.settings.kafka_bootstrap,
             "client_id": f"{self.settings.client_id}-{group_id}",
@@ -198,7 +200,7 @@ class EventConsumer:
             except Exception as exc:
                 if attempt == self._attempts:
                     log.warning("handler failed on %s@%s: %r", delivery.topic, delivery.offset, exc)
-                    return await self._dead_letter_delivery(delivery, f"handler: {exc!r}")
+                    return await self.dead_letter(delivery, f"handler: {exc!r}")
                 self.stats.handler_retries += 1
                 await asyncio.sleep(0.05 * attempt)
             else:
@@ -212,8 +214,10 @@ class EventConsumer:
             record.headers,
         )  # fmt: skip
 
-    async def _dead_letter_delivery(self, d: Delivery, reason: str) -> asyncio.Future[object]:
-        value = codec.encode(d.event).value
+    async def dead_letter(self, d: Delivery, reason: str) -> asyncio.Future[object]:
+        """Send a decoded record that could not be processed to the dead-letter topic
+        (its original bytes, the reason and its origin in headers); resolves on ack."""
+        value = d.value if d.value is not None else codec.encode(d.event).value
         return await self._send_dead(
             reason, d.topic, d.partition, d.offset, d.key, value, d.headers
         )
@@ -243,7 +247,8 @@ class _CommitOnRevoke(ConsumerRebalanceListener):
             await self._owner._consumer.commit(pending)
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-        return None
+        if self._owner._on_assigned is not None:
+            await self._owner._on_assigned(set(assigned))
 
 
 def _delivery(event: Event, record: ConsumerRecord) -> Delivery:

@@ -1,47 +1,69 @@
-"""``safactory worker audit``: the live auditor as a faust-streaming processor.
+"""``safactory worker audit``: the live auditor as a stream processor on ``sf.steps``.
 
-Consumes ``sf.steps`` (agent concurrency 1, so one partition's steps are judged in order),
-keeps each episode's context in a changelog-backed table (a restarted worker rebuilds it
-from the changelog), and emits every verdict to ``sf.verdicts`` and the severe ones to
-``sf.alerts``. Verdict ids are derived from the step's event id, so a step redelivered
-after a crash yields the same ids and sinks deduplicate. Records that do not decode as a
-step go to ``sf.dlq`` with the reason. Faust flushes the producer before it commits
-offsets: delivery is at-least-once.
+Steps are consumed by a consumer group (one partition's steps judged in order), each
+episode's context is kept in memory and written through to a compacted context topic
+(``<prefix>audit-context``, keyed by episode id and partitioned like ``sf.steps``), and every
+verdict goes to ``sf.verdicts``, the severe ones to ``sf.alerts``. When the group hands this
+worker a partition, the worker first reads that partition of the context topic to its end,
+so a restarted or rebalanced auditor judges multi-step risks (a sensitive read, then a
+send) with the context the previous owner built.
+
+Offsets are committed only after a batch's verdicts, alerts and context records were
+acknowledged (at-least-once); verdict ids are derived from the step's event id, so a step
+redelivered after a crash yields the same ids and sinks deduplicate. Records that do not
+decode as a step go to ``sf.dlq`` with the reason.
+
+Why not a faust table: with faust-streaming 0.15.3 a restarted worker intermittently never
+fetched one steps partition again after its table recovery (committed offset 2, log end 3,
+worker idle), which stalled the audit of every episode on that partition.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import signal
 from collections import OrderedDict
 from collections.abc import Sequence
 
-import faust
-from faust.types import Message
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from ..infra.config import Settings, get_settings
-from ..schemas import DeadLetter, DecodeError, Event, Step, codec
-from .app import make_app
+from ..infra.consumer import Delivery, EventConsumer
+from ..infra.producer import EventProducer
+from ..infra.topics import BY_NAME, TopicSpec, create_topics
+from ..schemas import Event, Step
 from .audit.engine import AuditEngine
 from .audit.processor import AuditProcessor, decode_context, encode_context
 
-TABLE_NAME = "audit-episode-context"
+log = logging.getLogger(__name__)
+
+CONTEXT_TOPIC = TopicSpec(
+    "audit-context", "episode id", "the live auditor's per-episode context",
+    cleanup="compact", partitions=None,
+)  # fmt: skip
 DECODED_CACHE_SIZE = 10_000
 """Episodes whose decoded context is kept in memory between their steps."""
 
 
-def app_name(settings: Settings) -> str:
-    """The faust app (and consumer group, and changelog) name: one per topic prefix, so
-    deployments sharing a cluster under different prefixes never share state."""
+class NotAStep(ValueError):
+    """A decodable event that is not a step arrived on the steps topic."""
+
+
+def group_id(settings: Settings) -> str:
+    """The auditors' consumer group: one per topic prefix, so deployments sharing a cluster
+    under different prefixes never share offsets or context."""
     prefix = settings.topic_prefix.strip(".")
     return "audit" if prefix == "sf" else f"audit-{prefix}"
 
 
 def changelog_topic(settings: Settings) -> str:
-    """Name of the changelog topic behind the episode-context table."""
-    return f"{settings.client_id}-{app_name(settings)}-{TABLE_NAME}-changelog"
+    """Name of the compacted topic holding each episode's context."""
+    return settings.topic(CONTEXT_TOPIC.name)
 
 
 class AuditWorker:
-    """Builds the faust app for the auditor; ``app.main()`` or ``worker.run()`` runs it."""
+    """Consumes steps, audits them in order with their episode's context, emits verdicts."""
 
     def __init__(
         self,
@@ -52,58 +74,91 @@ class AuditWorker:
     ) -> None:
         self.settings = settings or get_settings()
         self.processor = AuditProcessor(engine, context_limit)
-        name = app_name(self.settings)
-        datadir = self.settings.home / "faust" / name
-        datadir.parent.mkdir(parents=True, exist_ok=True)
-        self.app = make_app(name, self.settings, datadir=str(datadir))
-        self.steps_topic = self.app.topic(self.settings.topic("steps"))
-        self.verdicts_topic = self.app.topic(self.settings.topic("verdicts"))
-        self.alerts_topic = self.app.topic(self.settings.topic("alerts"))
-        self.dlq_topic = self.app.topic(self.settings.topic("dlq"))
-        self.table = self.app.Table(
-            TABLE_NAME,
-            partitions=self.settings.default_partitions,
-            key_type=bytes,
-            value_type=bytes,
-        )
+        self.contexts: dict[bytes, bytes] = {}
+        self._decoded: OrderedDict[bytes, tuple[bytes, list[Step]]] = OrderedDict()
         self.steps_seen = 0
         self.verdicts_sent = 0
         self.alerts_sent = 0
-        self.dead_lettered = 0
-        self._decoded: OrderedDict[bytes, tuple[bytes, list[Step]]] = OrderedDict()
-        self.app.agent(self.steps_topic, name="audit-steps", concurrency=1)(self._consume)
+        self._producer: EventProducer | None = None
+        self._consumer: EventConsumer | None = None
+        self._restored = asyncio.Event()
+        """Set while no context restore is running: batches wait for it, since aiokafka may
+        hand out records of a new assignment before the assignment callback finished."""
 
-    async def _consume(self, stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            message = event.message
-            headers = list(message.headers or [])
-            try:
-                step = codec.decode(event.value, headers)
-                if not isinstance(step, Step):
-                    raise DecodeError(f"{type(step).__name__} on the steps topic; expected step/1")
-            except DecodeError as exc:
-                await self._dead_letter(message, event.value, headers, f"decode: {exc}")
+    # ------------------------------------------------------------------ running
+
+    def run(self, loglevel: str = "warning") -> None:
+        """Run in the foreground until SIGINT or SIGTERM."""
+        logging.basicConfig(
+            level=loglevel.upper(), format="[%(asctime)s] %(levelname)s %(message)s"
+        )
+        asyncio.run(self.serve())
+
+    async def serve(self) -> None:
+        """Create missing topics, join the group and audit until asked to stop."""
+        await create_topics(self.settings, [*(BY_NAME[n] for n in
+                                              ("steps", "verdicts", "alerts", "dlq")),
+                                            CONTEXT_TOPIC])  # fmt: skip
+        loop = asyncio.get_running_loop()
+        async with EventProducer(self.settings) as producer:
+            self._producer = producer
+            consumer = EventConsumer(
+                ["steps"], group_id(self.settings), batch_handler=self._audit_batch,
+                settings=self.settings, dlq_producer=producer, on_assigned=self._restore,
+            )  # fmt: skip
+            self._consumer = consumer
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, consumer.request_stop)
+            async with consumer:
+                log.warning("audit worker ready: group %s", group_id(self.settings))
+                await consumer.run()
+        log.warning("audit worker stopped: %d steps, %d verdicts, %d alerts",
+                    self.steps_seen, self.verdicts_sent, self.alerts_sent)  # fmt: skip
+
+    # ------------------------------------------------------------------ auditing
+
+    async def _audit_batch(self, deliveries: list[Delivery]) -> None:
+        """Audit a polled batch in order; wait until everything it emits is acknowledged."""
+        assert self._producer is not None
+        await self._restored.wait()
+        acks: list[asyncio.Future[object]] = []
+        for delivery in deliveries:
+            step = delivery.event
+            if not isinstance(step, Step):
+                acks.append(await self._dead_letter(delivery, NotAStep(
+                    f"{type(step).__name__} on the steps topic; expected step/1")))  # fmt: skip
                 continue
             key = step.episode_id.encode()
             try:
-                stored = self._context(key)
-                result = await self.processor.process(step, stored)
+                result = await self.processor.process(step, self._context(key))
             except Exception as exc:  # a bug must not stop the stream: keep the record
-                await self._dead_letter(message, event.value, headers, f"audit: {exc!r}")
+                acks.append(await self._dead_letter(delivery, exc))
                 continue
-            await self._emit(self.verdicts_topic, result.verdicts)
-            await self._emit(self.alerts_topic, result.alerts)
+            acks += await self._send(result.verdicts)
+            acks += await self._send(result.alerts)
             value = encode_context(result.context)
-            self.table[key] = value
+            self.contexts[key] = value
             self._remember(key, value, result.context)
+            acks.append(await self._producer.send_raw(
+                changelog_topic(self.settings), key=key, value=value, headers=[]))  # fmt: skip
             self.steps_seen += 1
             self.verdicts_sent += len(result.verdicts)
             self.alerts_sent += len(result.alerts)
+        if acks:
+            await asyncio.gather(*acks)
+
+    async def _send(self, events: Sequence[Event]) -> list[asyncio.Future[object]]:
+        assert self._producer is not None
+        return [await self._producer.send(e) for e in events]
+
+    async def _dead_letter(self, delivery: Delivery, exc: Exception) -> asyncio.Future[object]:
+        assert self._consumer is not None
+        return await self._consumer.dead_letter(delivery, f"audit: {exc!r}")
+
+    # ------------------------------------------------------------------ context
 
     def _context(self, key: bytes) -> list[Step]:
-        """The episode's stored context; decoded once per table value (the table, rebuilt
-        from its changelog after a restart, stays the source of truth)."""
-        value = self.table.get(key)
+        value = self.contexts.get(key)
         cached = self._decoded.get(key)
         if cached is not None and cached[0] is value:
             self._decoded.move_to_end(key)
@@ -119,25 +174,42 @@ class AuditWorker:
         while len(self._decoded) > DECODED_CACHE_SIZE:
             self._decoded.popitem(last=False)
 
-    async def _dead_letter(
-        self, message: Message, value: bytes | None, headers: list[tuple[str, bytes]], reason: str
-    ) -> None:
-        await self.dlq_topic.send(
-            key=message.key,
-            value=value,
-            headers=DeadLetter.wire_headers(
-                headers, reason, message.topic, message.partition, message.offset
-            ),
-        )
-        self.dead_lettered += 1
+    async def _restore(self, assigned: set[TopicPartition]) -> None:
+        """Read the context of every episode on the newly assigned steps partitions."""
+        self._restored.clear()
+        try:
+            await self._read_contexts({tp.partition for tp in assigned})
+        finally:
+            self._restored.set()
 
-    async def _emit(self, topic: faust.TopicT, events: Sequence[Event]) -> None:
-        for event in events:
-            record = codec.encode(event)
-            await topic.send(key=record.key, value=record.value, headers=record.headers)
-
-    def run(self) -> None:
-        """Run the worker in the foreground until interrupted."""
-        from faust.worker import Worker
-
-        Worker(self.app, loglevel="WARNING").execute_from_commandline()
+    async def _read_contexts(self, partitions: set[int]) -> None:
+        if not partitions:
+            return
+        topic = changelog_topic(self.settings)
+        reader = AIOKafkaConsumer(bootstrap_servers=self.settings.kafka_bootstrap,
+                                  enable_auto_commit=False)  # fmt: skip
+        await reader.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+            reader.assign(tps)
+            await reader.seek_to_beginning(*tps)
+            ends = await reader.end_offsets(tps)
+            pending = {tp for tp in tps if ends[tp] > 0}
+            restored = 0
+            while pending:
+                batch = await reader.getmany(*pending, timeout_ms=1000)
+                for tp, records in batch.items():
+                    for record in records:
+                        if record.key is None:
+                            continue
+                        if record.value is None:
+                            self.contexts.pop(record.key, None)
+                        else:
+                            self.contexts[record.key] = record.value
+                            restored += 1
+                    if records and records[-1].offset + 1 >= ends[tp]:
+                        pending.discard(tp)
+            log.warning("restored context of %d records from %s partitions %s",
+                        restored, topic, sorted(partitions))  # fmt: skip
+        finally:
+            await reader.stop()

@@ -4,7 +4,7 @@
 points), ``engine`` (runs checkers, isolates failures, emits verdicts), ``checkers``
 (rule / heuristic / model / LLM-judge), ``guard`` (in-process allow / warn / block),
 ``importers`` and ``batch`` (recorded R-Judge and AgentDojo traces), ``processor`` (the
-stream logic the faust worker wires).
+stream logic the audit worker wires).
 """
 
 from .api import Checker, Finding, RiskType

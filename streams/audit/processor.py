@@ -1,8 +1,8 @@
-"""The stream side of the auditor, without faust: per-episode context and what to emit.
+"""The stream side of the auditor, without Kafka: per-episode context and what to emit.
 
-The faust worker (``streams/audit_worker.py``) keeps each episode's context in a
-changelog-backed table as bytes produced here, and emits what :meth:`AuditProcessor.process`
-returns. Keeping this plain makes redelivery, restarts and alert rules testable alone.
+The worker (``streams/audit_worker.py``) keeps each episode's context, as bytes produced
+here, in a compacted context topic, and emits what :meth:`AuditProcessor.process` returns.
+Keeping this plain makes redelivery, restarts and alert rules testable alone.
 """
 
 from __future__ import annotations
