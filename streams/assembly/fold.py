@@ -4,7 +4,9 @@ Pure Python with an explicit clock (``now``), so tests drive it without a broker
 is insensitive to arrival order and duplicates: an episode is emitted once, when it has
 
 * ended (``EpisodeEnded``) and every one of its ``num_steps`` steps arrived, and
-* its episode-level verdicts are in (one from each ``required_checkers``, or any one),
+* its episode-level verdicts are in (one from each ``required_checkers``, or any one), or
+  every step has a verdict from each of ``required_step_checkers`` (the live auditor judges
+  step by step and closes each step with an ``audit.summary`` verdict),
 
 or when the verdict timeout after the end passed (``completed_by="timeout"``). An episode
 with no end after ``episode_timeout_s`` of silence is closed: an ``EpisodeEnded`` with
@@ -47,6 +49,8 @@ class AssemblerConfig:
     """Wait for episode-level verdicts after the end (False: complete at the end)."""
     required_checkers: frozenset[str] = frozenset()
     """Checkers whose episode-level verdict must arrive; empty means any one checker."""
+    required_step_checkers: frozenset[str] = frozenset({"audit.summary"})
+    """Checkers whose verdict on every step also completes the verdicts (empty: never)."""
     verdict_timeout_s: float = 30.0
     episode_timeout_s: float = 900.0
     closed_memory_s: float = 3600.0
@@ -199,8 +203,18 @@ class TrajectoryAssembler:
             return True
         checkers = state.episode_checkers()
         if self.config.required_checkers:
-            return self.config.required_checkers <= checkers
-        return bool(checkers)
+            if self.config.required_checkers <= checkers:
+                return True
+        elif checkers:
+            return True
+        return self._every_step_judged(state)
+
+    def _every_step_judged(self, state: EpisodeState) -> bool:
+        required = self.config.required_step_checkers
+        if not required:
+            return False
+        judged = {(v.step_index, v.checker) for v in state.verdicts.values()}
+        return all((s.step_index, c) in judged for s in state.steps.values() for c in required)
 
     def _abandon(self, state: EpisodeState, now: float) -> list[Event]:
         self.stats.abandoned += 1
