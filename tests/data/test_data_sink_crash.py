@@ -49,7 +49,7 @@ async def test_sigkill_mid_stream_then_restart_stores_every_event_once(
     await producer.publish_many(events[::7])  # republished: same ids at new offsets
     steps = sum(1 for e in events if e.TOPIC == "steps")
     db = tmp_path / "db"
-    kills = 0
+    mid_stream_kills = 0
     for threshold in (steps // 5, steps // 2):
         proc = _sink_process(topics, db)
         deadline = time.monotonic() + 90
@@ -58,10 +58,11 @@ async def test_sigkill_mid_stream_then_restart_stores_every_event_once(
             await asyncio.sleep(0.05)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
-            kills += 1
-        proc.wait(timeout=30)
-    assert kills >= 1, "the sink finished before it could be killed"
-    assert _count(db, "steps") < steps, "killed too late to test a restart"
+            proc.wait(timeout=30)
+            mid_stream_kills += _count(db, "steps") < steps  # it died with work left
+        else:
+            proc.wait(timeout=30)
+    assert mid_stream_kills >= 1, "no kill landed while the sink still had work left"
     final = _sink_process(topics, db)
     out, _ = final.communicate(timeout=180)
     assert final.returncode == 0, out.decode()[-2000:]
