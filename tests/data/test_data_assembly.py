@@ -8,7 +8,7 @@ from data_episodes import episode_events
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from safactory.schemas import EpisodeEnded, Event, Outcome, Step, Trajectory
+from safactory.schemas import EpisodeEnded, Event, Outcome, Step, Trajectory, Verdict
 from safactory.streams.assembly import (
     AssemblerConfig,
     EpisodeState,
@@ -140,3 +140,25 @@ def test_state_survives_dump_and_load() -> None:
     fresh = TrajectoryAssembler(states={"ep-5": restored})
     (t,) = fresh.apply(events[-1], NOW)
     assert _comparable(t) == _comparable(_run(events)["ep-5"])
+
+
+def test_summary_verdict_on_every_step_completes_without_episode_verdict() -> None:
+    events = episode_events(4, steps=2, episode_verdict=False)
+    steps = [e for e in events if isinstance(e, Step)]
+    summaries = [
+        Verdict(episode_id=s.episode_id, source_event_id=s.event_id, step_index=s.step_index,
+                env=s.env, checker="audit.summary", risk_type="none", score=0.0)
+        for s in steps
+    ]  # fmt: skip
+    assembler = TrajectoryAssembler(AssemblerConfig(verdict_timeout_s=10))
+    assert all(not assembler.apply(e, NOW) for e in [*events, summaries[0]])  # one step unjudged
+    (t,) = assembler.apply(summaries[1], NOW)
+    assert isinstance(t, Trajectory) and t.completed_by == "verdicts"
+    assert {v.event_id for v in summaries} <= set(t.verdict_ids)
+    # with the rule switched off the same stream waits for the timeout
+    off = TrajectoryAssembler(
+        AssemblerConfig(verdict_timeout_s=10, required_step_checkers=frozenset())
+    )
+    assert all(not off.apply(e, NOW) for e in [*events, *summaries])
+    (late,) = off.tick(NOW + 10)
+    assert isinstance(late, Trajectory) and late.completed_by == "timeout"
