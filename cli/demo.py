@@ -311,8 +311,10 @@ TimeoutOpt = Annotated[
     float, typer.Option(help="seconds each stage may take before the demo fails")
 ]
 VerdictWaitOpt = Annotated[
-    float, typer.Option(help="seconds the assembler waits for an episode's verdicts after its end")
-]
+    float,
+    typer.Option(help="seconds the assembler waits for an episode's verdicts after its end "
+                      "(a fallback: episodes complete as soon as every step is audited)"),
+]  # fmt: skip
 EmbedOpt = Annotated[bool, typer.Option(help="sink: MiniLM vectors for `query --like` (slower)")]
 KeepOpt = Annotated[
     bool, typer.Option(help="leave the workers running after the summary, until Ctrl-C")
@@ -342,7 +344,7 @@ def demo(
     lr: LrOpt = 0.02,
     concurrency: ConcurrencyOpt = 4,
     timeout: TimeoutOpt = 240.0,
-    verdict_wait: VerdictWaitOpt = 4.0,
+    verdict_wait: VerdictWaitOpt = 60.0,
     embed: EmbedOpt = False,
     keep_running: KeepOpt = False,
 ) -> None:
