@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     broker_port: int = 9092
     controller_port: int = 9093
     broker_heap: str = Field(default="768m", description="JVM -Xmx of the local broker")
+    broker_name: str = Field(
+        default="broker", description="folder under `home` holding the local broker's data"
+    )
     topic_prefix: str = Field(default="sf.", description="prefix of every catalogue topic name")
     default_partitions: int = 3
     client_id: str = "safactory"

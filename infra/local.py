@@ -14,6 +14,7 @@ def local_broker(settings: Settings) -> LocalBroker:
         controller_port=settings.controller_port,
         heap=settings.broker_heap,
         kafka_version=settings.kafka_version,
+        name=settings.broker_name,
     )
 
 
