@@ -56,7 +56,7 @@ def _fail(message: str) -> typer.Exit:
 
 @broker_app.command("up")
 def broker_up(
-    timeout: Annotated[float, typer.Option(help="seconds to wait for readiness")] = 90.0,
+    timeout: Annotated[float, typer.Option(help="seconds to wait for readiness")] = 180.0,
 ) -> None:
     """Start the local broker (first run fetches the Kafka jars with mvn) and create topics."""
     settings = get_settings()

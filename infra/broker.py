@@ -168,7 +168,7 @@ class LocalBroker:
             return None
         return pid if b"kafka.Kafka" in cmdline and str(self._config).encode() in cmdline else None
 
-    def up(self, timeout: float = 90.0) -> BrokerStatus:
+    def up(self, timeout: float = 180.0) -> BrokerStatus:
         """Start the broker (resolving jars and formatting storage the first time) and wait."""
         if self.pid() is None:
             if _port_open(self.port):
@@ -203,7 +203,11 @@ class LocalBroker:
                 return
             time.sleep(0.2)
         self.kill()
-        raise BrokerError(f"broker did not become ready within {timeout:.0f}s; see {self.log_file}")
+        raise BrokerError(
+            f"broker did not become ready within {timeout:.0f}s; see {self.log_file}. A broker "
+            f"holding many old topics starts slowly: retry with a longer --timeout, or remove "
+            f"{self.dir} to start empty"
+        )
 
     def _logged_ready(self, since: int) -> bool:
         try:
