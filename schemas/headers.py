@@ -42,31 +42,6 @@ class Headers:
     trace: str | None = None
     produced_at: float | None = None
 
-    @property
-    def schema_name(self) -> str:
-        """Event type part of ``sf-schema`` (``step`` for ``step/1``)."""
-        return self.schema.partition("/")[0]
-
-    @property
-    def schema_version(self) -> int:
-        """Schema version part of ``sf-schema`` (``1`` for ``step/1``)."""
-        return int(self.schema.partition("/")[2])
-
-    def encode(self) -> list[tuple[str, bytes]]:
-        """Kafka header list; optional headers that are ``None`` are left out."""
-        out = [(SCHEMA, self.schema.encode())]
-        if self.policy_version is not None:
-            out.append((POLICY_VERSION, str(self.policy_version).encode()))
-        if self.episode is not None:
-            out.append((EPISODE, self.episode.encode()))
-        if self.env is not None:
-            out.append((ENV, self.env.encode()))
-        if self.trace is not None:
-            out.append((TRACE, self.trace.encode()))
-        if self.produced_at is not None:
-            out.append((PRODUCED_AT, repr(self.produced_at).encode()))
-        return out
-
     @classmethod
     def decode(cls, raw: Iterable[tuple[str, bytes | None]] | None) -> Headers:
         """Parse and check contract headers; raise :class:`HeaderError` on any violation."""
