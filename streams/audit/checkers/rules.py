@@ -8,6 +8,7 @@ from typing import ClassVar
 from ....schemas import Evidence, Severity, Step
 from .. import signals
 from ..api import Checker, Finding, RiskType
+from ..patterns import pattern_set
 from ..registry import register
 from ..text import Span, action_spans, incoming_spans, tool_name, user_spans
 from ._evidence import evidence
@@ -37,12 +38,11 @@ class PatternChecker(Checker):
 
     def check(self, step: Step, context: list[Step]) -> list[Finding]:
         findings: dict[str, Finding] = {}
+        matcher = pattern_set(tuple(pattern for _, pattern, _ in self.patterns))
         for span in self.spans(step):
-            for label, pattern, severity in self.patterns:
-                if label in findings:
-                    continue
-                match = pattern.search(span.text)
-                if match:
+            for index, match in matcher.search(span.text):
+                label, _, severity = self.patterns[index]
+                if label not in findings:
                     findings[label] = Finding(
                         self.risk_type,
                         self.score,
