@@ -113,10 +113,11 @@ class EventProducer:
 
     async def send_raw(
         self, topic: str, *, key: bytes | None, value: bytes | None,
-        headers: list[tuple[str, bytes]],
+        headers: list[tuple[str, bytes]], partition: int | None = None,
     ) -> asyncio.Future[RecordMetadata]:  # fmt: skip
-        """Enqueue bytes as they are (dead letters: the original record, unchanged)."""
-        return await self._enqueue(topic, key, value, headers)
+        """Enqueue bytes as they are (dead letters: the original record, unchanged); to
+        ``partition`` when given, else where the key places them."""
+        return await self._enqueue(topic, key, value, headers, partition)
 
     async def flush(self) -> None:
         """Hand every open batch over and wait until all of them are acknowledged."""
@@ -129,9 +130,15 @@ class EventProducer:
     # ------------------------------------------------------------------ batching
 
     async def _enqueue(
-        self, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]],
+        partition: int | None = None,
     ) -> asyncio.Future[RecordMetadata]:
-        partition = await self._partition_of(topic, key)
+        if partition is None:
+            partition = await self._partition_of(topic, key)
         tp = (topic, partition)
         batch = self._open.get(tp)
         if batch is None:

@@ -1,17 +1,21 @@
 """``safactory worker audit``: the live auditor as a stream processor on ``sf.steps``.
 
 Steps are consumed by a consumer group (one partition's steps judged in order), each
-episode's context is kept in memory and written through to a compacted context topic
-(``<prefix>audit-context``, keyed by episode id and partitioned like ``sf.steps``), and every
-verdict goes to ``sf.verdicts``, the severe ones to ``sf.alerts``. When the group hands this
-worker a partition, the worker first reads that partition of the context topic to its end,
-so a restarted or rebalanced auditor judges multi-step risks (a sensitive read, then a
-send) with the context the previous owner built.
+episode's context is kept in memory and written through, one record per context step, to a
+compacted context topic (``<prefix>audit-context``, key ``<episode id>\\0<step event id>``,
+written to the partition number its step came from, so it is co-partitioned with
+``sf.steps``). A step that falls out of the bounded context gets a tombstone. Every verdict
+goes to ``sf.verdicts``, the severe ones to ``sf.alerts``. When the group hands this worker a
+partition, the worker first reads that partition of the context topic to its end, so a
+restarted or rebalanced auditor judges multi-step risks (a sensitive read, then a send) with
+the context the previous owner built. Writing one step per record keeps the cost of a step
+independent of its episode's length.
 
 Offsets are committed only after a batch's verdicts, alerts and context records were
 acknowledged (at-least-once); verdict ids are derived from the step's event id, so a step
 redelivered after a crash yields the same ids and sinks deduplicate. Records that do not
-decode as a step go to ``sf.dlq`` with the reason.
+decode as a step go to ``sf.dlq`` with the reason. While a large batch is audited the worker
+yields to the event loop every few milliseconds, so finished verdicts leave at once.
 
 Why not a faust table: with faust-streaming 0.15.3 a restarted worker intermittently never
 fetched one steps partition again after its table recovery (committed offset 2, log end 3,
@@ -28,13 +32,14 @@ from collections.abc import Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from ..infra import aio
 from ..infra.config import Settings, get_settings
 from ..infra.consumer import Delivery, EventConsumer
 from ..infra.producer import EventProducer
 from ..infra.topics import BY_NAME, TopicSpec, create_topics
 from ..schemas import Event, Step
 from .audit.engine import AuditEngine
-from .audit.processor import AuditProcessor, decode_context, encode_context
+from .audit.processor import AuditProcessor, decode_step, encode_step
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +49,9 @@ CONTEXT_TOPIC = TopicSpec(
 )  # fmt: skip
 DECODED_CACHE_SIZE = 10_000
 """Episodes whose decoded context is kept in memory between their steps."""
+YIELD_EVERY_S = 0.005
+"""Longest stretch of auditing without letting the producer send what is ready."""
+SEP = b"\0"
 
 
 class NotAStep(ValueError):
@@ -74,8 +82,9 @@ class AuditWorker:
     ) -> None:
         self.settings = settings or get_settings()
         self.processor = AuditProcessor(engine, context_limit)
-        self.contexts: dict[bytes, bytes] = {}
-        self._decoded: OrderedDict[bytes, tuple[bytes, list[Step]]] = OrderedDict()
+        self.contexts: dict[bytes, dict[bytes, bytes]] = {}
+        """Episode id → {step event id: stored step}: every episode's context as stored."""
+        self._decoded: OrderedDict[bytes, list[Step]] = OrderedDict()
         self.steps_seen = 0
         self.verdicts_sent = 0
         self.alerts_sent = 0
@@ -92,7 +101,7 @@ class AuditWorker:
         logging.basicConfig(
             level=loglevel.upper(), format="[%(asctime)s] %(levelname)s %(message)s"
         )
-        asyncio.run(self.serve())
+        aio.run(self.serve(), self.settings)
 
     async def serve(self) -> None:
         """Create missing topics, join the group and audit until asked to stop."""
@@ -121,8 +130,13 @@ class AuditWorker:
         """Audit a polled batch in order; wait until everything it emits is acknowledged."""
         assert self._producer is not None
         await self._restored.wait()
+        loop = asyncio.get_running_loop()
         acks: list[asyncio.Future[object]] = []
+        since_yield = loop.time()
         for delivery in deliveries:
+            if loop.time() - since_yield >= YIELD_EVERY_S:
+                await asyncio.sleep(0)  # let linger timers hand finished verdicts over
+                since_yield = loop.time()
             step = delivery.event
             if not isinstance(step, Step):
                 acks.append(await self._dead_letter(delivery, NotAStep(
@@ -136,16 +150,38 @@ class AuditWorker:
                 continue
             acks += await self._send(result.verdicts)
             acks += await self._send(result.alerts)
-            value = encode_context(result.context)
-            self.contexts[key] = value
-            self._remember(key, value, result.context)
-            acks.append(await self._producer.send_raw(
-                changelog_topic(self.settings), key=key, value=value, headers=[]))  # fmt: skip
+            acks += await self._store(key, step, result.context, result.dropped,
+                                      delivery.partition)  # fmt: skip
             self.steps_seen += 1
             self.verdicts_sent += len(result.verdicts)
             self.alerts_sent += len(result.alerts)
         if acks:
             await asyncio.gather(*acks)
+
+    async def _store(
+        self, key: bytes, step: Step, context: list[Step], dropped: list[str], partition: int
+    ) -> list[asyncio.Future[object]]:
+        """Write the step into its episode's context (and tombstones for dropped steps)."""
+        assert self._producer is not None
+        topic = changelog_topic(self.settings)
+        stored = self.contexts.setdefault(key, {})
+        writes: list[tuple[bytes, bytes | None]] = [
+            (event_id.encode(), None) for event_id in dropped
+        ]
+        kept = next((s for s in reversed(context) if s.event_id == step.event_id), None)
+        if kept is not None:
+            writes.append((step.event_id.encode(), encode_step(kept)))
+        acks = []
+        for event_id, value in writes:
+            if value is None:
+                stored.pop(event_id, None)
+            else:
+                stored[event_id] = value
+            acks.append(await self._producer.send_raw(
+                topic, key=key + SEP + event_id, value=value, headers=[],
+                partition=partition))  # fmt: skip
+        self._remember(key, context)
+        return acks
 
     async def _send(self, events: Sequence[Event]) -> list[asyncio.Future[object]]:
         assert self._producer is not None
@@ -158,18 +194,19 @@ class AuditWorker:
     # ------------------------------------------------------------------ context
 
     def _context(self, key: bytes) -> list[Step]:
-        value = self.contexts.get(key)
         cached = self._decoded.get(key)
-        if cached is not None and cached[0] is value:
+        if cached is not None:
             self._decoded.move_to_end(key)
-            return cached[1]
-        steps = decode_context(value)
-        if value is not None:
-            self._remember(key, value, steps)
+            return cached
+        stored = self.contexts.get(key)
+        if not stored:
+            return []
+        steps = sorted((decode_step(v) for v in stored.values()), key=lambda s: s.step_index)
+        self._remember(key, steps)
         return steps
 
-    def _remember(self, key: bytes, value: bytes, steps: list[Step]) -> None:
-        self._decoded[key] = (value, steps)
+    def _remember(self, key: bytes, steps: list[Step]) -> None:
+        self._decoded[key] = steps
         self._decoded.move_to_end(key)
         while len(self._decoded) > DECODED_CACHE_SIZE:
             self._decoded.popitem(last=False)
@@ -200,12 +237,15 @@ class AuditWorker:
                 batch = await reader.getmany(*pending, timeout_ms=1000)
                 for tp, records in batch.items():
                     for record in records:
-                        if record.key is None:
+                        episode, sep, event_id = (record.key or b"").rpartition(SEP)
+                        if not sep:
                             continue
+                        self._decoded.pop(episode, None)
+                        stored = self.contexts.setdefault(episode, {})
                         if record.value is None:
-                            self.contexts.pop(record.key, None)
+                            stored.pop(event_id, None)
                         else:
-                            self.contexts[record.key] = record.value
+                            stored[event_id] = record.value
                             restored += 1
                     if records and records[-1].offset + 1 >= ends[tp]:
                         pending.discard(tp)

@@ -105,7 +105,7 @@ class AuditEngine:
             except Exception as exc:
                 verdicts.append(self._error(step, checker, exc, started))
                 continue
-            if inspect.isawaitable(result):
+            if type(result) is not list and inspect.isawaitable(result):  # list: the fast path
                 pending.append((checker, started, result))
             else:
                 verdicts.extend(self._verdicts(step, checker, result, started))

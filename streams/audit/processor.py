@@ -1,14 +1,12 @@
 """The stream side of the auditor, without Kafka: per-episode context and what to emit.
 
-The worker (``streams/audit_worker.py``) keeps each episode's context, as bytes produced
-here, in a compacted context topic, and emits what :meth:`AuditProcessor.process` returns.
-Keeping this plain makes redelivery, restarts and alert rules testable alone.
+The worker (``streams/audit_worker.py``) keeps each episode's context step by step, as bytes
+produced here, in a compacted context topic, and emits what :meth:`AuditProcessor.process`
+returns. Keeping this plain makes redelivery, restarts and alert rules testable alone.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...schemas import Alert, Decision, Step, Verdict, derive_id
@@ -30,16 +28,14 @@ def compact(step: Step) -> Step:
     return step.model_copy(update=update)
 
 
-def encode_context(steps: Sequence[Step]) -> bytes:
-    """Table value for an episode's context (JSON list of step payloads)."""
-    return json.dumps([s.model_dump(mode="json") for s in steps]).encode()
+def encode_step(step: Step) -> bytes:
+    """A context step as stored in the context topic (the step's JSON payload)."""
+    return step.model_dump_json().encode()
 
 
-def decode_context(value: bytes | None) -> list[Step]:
-    """Steps of an episode's context from its table value (empty if none)."""
-    if not value:
-        return []
-    return [Step.model_validate(item) for item in json.loads(value)]
+def decode_step(value: bytes) -> Step:
+    """A context step from its stored bytes."""
+    return Step.model_validate_json(value)
 
 
 def bounded(steps: list[Step], limit: int) -> list[Step]:
@@ -64,6 +60,8 @@ class Processed:
     verdicts: list[Verdict]
     alerts: list[Alert]
     context: list[Step]
+    dropped: list[str]
+    """Event ids of stored steps that fell out of the bounded context."""
 
 
 class AuditProcessor:
@@ -91,4 +89,7 @@ class AuditProcessor:
         ]
         kept = [s for s in stored if s.event_id != step.event_id]
         updated = sorted([*kept, compact(step)], key=lambda s: s.step_index)
-        return Processed(audit, verdicts, alerts, bounded(updated, self.context_limit))
+        context = bounded(updated, self.context_limit)
+        still = {s.event_id for s in context}
+        dropped = [s.event_id for s in kept if s.event_id not in still]
+        return Processed(audit, verdicts, alerts, context, dropped)
