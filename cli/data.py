@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from ..infra import aio
 from ..infra.config import get_settings
 
 if TYPE_CHECKING:  # lancedb loads only when a command needs it
@@ -62,7 +63,7 @@ def sink(
     )  # fmt: skip
     embedder = MiniLMEmbedder() if embed else None
     try:
-        result = asyncio.run(run_sink(get_settings(), options, embedder))
+        result = aio.run(run_sink(get_settings(), options, embedder))
     except ValueError as exc:
         raise _fail(str(exc)) from None
     console.print(f"sink stopped: {result.stats}")
@@ -305,7 +306,7 @@ def score(
             raise _fail(f"--model {model}: no config.json there; give a saved HF model folder")
         lm = LMScorer(AutoModelForCausalLM.from_pretrained(model, local_files_only=True),
                       AutoTokenizer.from_pretrained(model, local_files_only=True))  # fmt: skip
-    stats = asyncio.run(run_scorer(get_settings(), MiniLM(), lm, group_id=group,
+    stats = aio.run(run_scorer(get_settings(), MiniLM(), lm, group_id=group,
                                    idle_timeout_s=idle_exit))  # fmt: skip
     console.print(f"scorer stopped: {stats}")
 
@@ -332,5 +333,5 @@ def skills(
     library = SkillLibrary(MiniLM(), merge_above=merge_above)
     run = run_skills(get_settings(), library, group_id=group, verdict_wait_s=verdict_wait,
                      idle_timeout_s=idle_exit)  # fmt: skip
-    stats = asyncio.run(run)
+    stats = aio.run(run)
     console.print(f"skills worker stopped: {stats}")

@@ -24,6 +24,7 @@ from ..agents.guard import PatternGuard
 from ..agents.policies import PolicyConfig, PolicyError, make_policy
 from ..agents.registry import env_class, env_names
 from ..agents.worker import DEFAULT_GROUP, EpisodeTracker, SimulationWorker, suite_tasks
+from ..infra import aio
 from ..infra.config import get_settings
 from ..infra.staleness import StalenessController
 from ..schemas import AttackPlan, EpisodeEnded, new_id
@@ -350,7 +351,7 @@ def worker(
             await sim.stop()
 
     try:
-        asyncio.run(main())
+        aio.run(main())
     except KeyboardInterrupt:
         console.print("stopped")
     except (EnvError, PolicyError) as exc:

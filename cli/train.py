@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from ..infra import aio
 from ..infra.config import get_settings
 from ..trainer.config import ConfigError, Mode, TrainerConfig, load_config
 
@@ -99,7 +100,7 @@ def train(
         err.print(f"[red]error:[/red] distill.teacher={cfg.distill.teacher}: cannot load ({exc})")
         raise typer.Exit(code=2) from None
     learner = Learner(model, tokenizer, cfg, placement, teacher=teacher_model)
-    asyncio.run(_run(cfg, learner, max_updates, idle_exit, live))
+    aio.run(_run(cfg, learner, max_updates, idle_exit, live))
 
 
 async def _run(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import (
@@ -56,6 +57,9 @@ class Settings(BaseSettings):
     topic_prefix: str = Field(default="sf.", description="prefix of every catalogue topic name")
     default_partitions: int = 3
     client_id: str = "safactory"
+    event_loop: Literal["uvloop", "asyncio"] = Field(
+        default="uvloop", description="event loop of the long-running workers"
+    )
 
     @classmethod
     def settings_customise_sources(
