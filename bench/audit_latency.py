@@ -7,7 +7,9 @@ Part 1 times the engine in-process on real steps (R-Judge and AgentDojo) with to
 thread: p50 / p99 per step for the full offline set and for the fast tier (rules and
 heuristics), and p50 / p99 of each checker alone. Part 2 starts the worker as a subprocess
 on fresh topics, publishes steps at ``--rate`` per second for ``--seconds``, and measures
-from each step's ``produced_at`` to the arrival of its summary verdict.
+from each step's ``produced_at`` to the arrival of its summary verdict at a consumer that
+reads ``sf.verdicts`` concurrently with the sender (an earlier version stamped arrivals only
+when the sender paused to drain, which added up to a second at low rates).
 """
 
 from __future__ import annotations
@@ -139,19 +141,20 @@ async def part2(
         settings.topic("verdicts"),
         bootstrap_servers=settings.kafka_bootstrap,
         auto_offset_reset="earliest",
+        fetch_max_wait_ms=20,
     )
     await consumer.start()
     episodes = sample_episodes(data, 400)
     template = [s for e in episodes for s in e]
-    arrivals: dict[str, float] = {}
+    arrivals = Arrivals()
     sent: dict[str, float] = {}
+    receiver = asyncio.create_task(_receive(consumer, arrivals))
     try:
         async with EventProducer(settings) as producer:
             # warm-up: wait until the worker answers one step
             probe = template[0].model_copy(update={"episode_id": "warmup", "event_id": "warm"})
             await producer.publish(probe)
-            while "warm" not in arrivals:
-                await _drain(consumer, arrivals)
+            await arrivals.wait_for({"warm"}, 120)
             total = int(rate * seconds)
             interval = 1.0 / rate
             start = time.perf_counter()
@@ -169,19 +172,15 @@ async def part2(
                 delay = start + (i + 1) * interval - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                if i % 200 == 0:
-                    await _drain(consumer, arrivals, 0)
             await producer.flush()
             send_s = time.perf_counter() - start
-            deadline = time.perf_counter() + 120
-            while (
-                len([k for k in sent if k in arrivals]) < total and time.perf_counter() < deadline
-            ):
-                await _drain(consumer, arrivals)
+            await arrivals.wait_for(set(sent), 120)
     finally:
+        receiver.cancel()
         await consumer.stop()
         worker.send_signal(signal.SIGTERM)
-    latencies = [(arrivals[k] - t) * 1000 for k, t in sent.items() if k in arrivals]
+    at = arrivals.times
+    latencies = [(at[k] - t) * 1000 for k, t in sent.items() if k in at]
     done = len(latencies)
     print(
         f"part 2: {total} steps offered at {rate}/s (sent in {send_s:.1f}s = "
@@ -194,14 +193,38 @@ async def part2(
     )
 
 
-async def _drain(consumer, arrivals: dict[str, float], timeout_ms: int = 200) -> None:  # type: ignore[no-untyped-def]
-    batch = await consumer.getmany(timeout_ms=timeout_ms)
-    now = time.time()
-    for messages in batch.values():
-        for message in messages:
-            verdict = codec.decode(message.value, message.headers)
-            if verdict.checker == SUMMARY_CHECKER:
-                arrivals.setdefault(verdict.source_event_id, now)
+class Arrivals:
+    """When each step's summary verdict arrived; lets the sender wait for a set of them."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] = {}
+        self._changed = asyncio.Event()
+
+    def add(self, step_id: str, at: float) -> None:
+        self.times.setdefault(step_id, at)
+        self._changed.set()
+
+    async def wait_for(self, step_ids: set[str], timeout_s: float) -> None:
+        """Return once all of ``step_ids`` arrived, or after ``timeout_s``."""
+        deadline = time.perf_counter() + timeout_s
+        while not step_ids <= self.times.keys() and time.perf_counter() < deadline:
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), deadline - time.perf_counter())
+            except TimeoutError:
+                return
+
+
+async def _receive(consumer, arrivals: Arrivals) -> None:  # type: ignore[no-untyped-def]
+    """Stamp each summary verdict with its arrival time, concurrently with the sender."""
+    while True:
+        batch = await consumer.getmany(timeout_ms=100)
+        now = time.time()
+        for messages in batch.values():
+            for message in messages:
+                verdict = codec.decode(message.value, message.headers)
+                if verdict.checker == SUMMARY_CHECKER:
+                    arrivals.add(verdict.source_event_id, now)
 
 
 def main() -> None:
