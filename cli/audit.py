@@ -153,6 +153,9 @@ def import_traces(
 def worker_audit(
     checkers: CheckersOption = None,
     context_limit: Annotated[int, typer.Option(help="steps of context kept per episode")] = 32,
+    context_ttl: Annotated[
+        float, typer.Option(help="seconds an episode's context is kept after its last step")
+    ] = 3600.0,
     judge_timeout: Annotated[float, typer.Option(help="seconds an LLM judge may take")] = 2.0,
     log_level: Annotated[
         str, typer.Option(envvar="SF_LOG_LEVEL", help="worker log level (info for details)")
@@ -162,4 +165,7 @@ def worker_audit(
     from ..streams.audit_worker import AuditWorker
 
     engine = _engine(checkers, judge_timeout)
-    AuditWorker(engine, get_settings(), context_limit=context_limit).run(log_level)
+    worker = AuditWorker(
+        engine, get_settings(), context_limit=context_limit, context_ttl_s=context_ttl
+    )
+    worker.run(log_level)

@@ -9,7 +9,9 @@ goes to ``sf.verdicts``, the severe ones to ``sf.alerts``. When the group hands 
 partition, the worker first reads that partition of the context topic to its end, so a
 restarted or rebalanced auditor judges multi-step risks (a sensitive read, then a send) with
 the context the previous owner built. Writing one step per record keeps the cost of a step
-independent of its episode's length.
+independent of its episode's length. An episode with no step for ``context_ttl_s`` is
+forgotten and tombstoned, so memory and the context topic stay bounded on a worker that runs
+for weeks.
 
 Offsets are committed only after a batch's verdicts, alerts and context records were
 acknowledged (at-least-once); verdict ids are derived from the step's event id, so a step
@@ -79,11 +81,15 @@ class AuditWorker:
         settings: Settings | None = None,
         *,
         context_limit: int = 32,
+        context_ttl_s: float = 3600.0,
     ) -> None:
         self.settings = settings or get_settings()
         self.processor = AuditProcessor(engine, context_limit)
+        self.context_ttl_s = context_ttl_s
         self.contexts: dict[bytes, dict[bytes, bytes]] = {}
-        """Episode id → {step event id: stored step}: every episode's context as stored."""
+        """Episode id → {step event id: stored step}: every live episode's context as stored."""
+        self._episodes: OrderedDict[bytes, tuple[float, int]] = OrderedDict()
+        """Episode id → (loop time of its last step, its partition), least recent first."""
         self._decoded: OrderedDict[bytes, list[Step]] = OrderedDict()
         self.steps_seen = 0
         self.verdicts_sent = 0
@@ -155,8 +161,26 @@ class AuditWorker:
             self.steps_seen += 1
             self.verdicts_sent += len(result.verdicts)
             self.alerts_sent += len(result.alerts)
+        acks += await self._expire(loop.time() - self.context_ttl_s)
         if acks:
             await asyncio.gather(*acks)
+
+    async def _expire(self, before: float) -> list[asyncio.Future[object]]:
+        """Forget, and tombstone, the context of episodes whose last step came ``before``."""
+        assert self._producer is not None
+        topic = changelog_topic(self.settings)
+        acks = []
+        while self._episodes:
+            key, (seen, partition) = next(iter(self._episodes.items()))
+            if seen >= before:
+                break
+            del self._episodes[key]
+            self._decoded.pop(key, None)
+            for event_id in self.contexts.pop(key, {}):
+                acks.append(await self._producer.send_raw(
+                    topic, key=key + SEP + event_id, value=None, headers=[],
+                    partition=partition))  # fmt: skip
+        return acks
 
     async def _store(
         self, key: bytes, step: Step, context: list[Step], dropped: list[str], partition: int
@@ -181,6 +205,8 @@ class AuditWorker:
                 topic, key=key + SEP + event_id, value=value, headers=[],
                 partition=partition))  # fmt: skip
         self._remember(key, context)
+        self._episodes[key] = (asyncio.get_running_loop().time(), partition)
+        self._episodes.move_to_end(key)
         return acks
 
     async def _send(self, events: Sequence[Event]) -> list[asyncio.Future[object]]:
@@ -222,6 +248,11 @@ class AuditWorker:
     async def _read_contexts(self, partitions: set[int]) -> None:
         if not partitions:
             return
+        for key in [k for k, (_, p) in self._episodes.items() if p in partitions]:
+            del self._episodes[key]  # what another owner held meanwhile is read afresh
+            self.contexts.pop(key, None)
+            self._decoded.pop(key, None)
+        now = asyncio.get_running_loop().time()
         topic = changelog_topic(self.settings)
         reader = AIOKafkaConsumer(bootstrap_servers=self.settings.kafka_bootstrap,
                                   enable_auto_commit=False)  # fmt: skip
@@ -241,6 +272,7 @@ class AuditWorker:
                         if not sep:
                             continue
                         self._decoded.pop(episode, None)
+                        self._episodes[episode] = (now, tp.partition)
                         stored = self.contexts.setdefault(episode, {})
                         if record.value is None:
                             stored.pop(event_id, None)

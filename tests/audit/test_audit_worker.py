@@ -183,3 +183,37 @@ async def test_worker_alerts_on_planted_steps_and_survives_restart(
         ids[v.event_id] = v
     assert summary_ids([*benign, read, send, wipe]) <= set(ids)
     assert json.loads(everything[0].model_dump_json())["source_event_id"]
+
+
+async def test_idle_episode_context_is_forgotten_and_tombstoned(
+    topics: Settings, producer: EventProducer
+) -> None:
+    from safactory.infra.consumer import Delivery
+    from safactory.infra.topics import create_topics
+    from safactory.streams.audit import registry
+    from safactory.streams.audit.engine import AuditEngine
+    from safactory.streams.audit_worker import CONTEXT_TOPIC, SEP, AuditWorker
+
+    await create_topics(topics, [CONTEXT_TOPIC])
+    worker = AuditWorker(AuditEngine(registry.create(["rule.secrets"])), topics, context_ttl_s=60)
+    worker._producer = producer
+    worker._restored.set()
+    old = make_step(0, episode="ep-old", user="hi", reply="hello")
+    new = make_step(0, episode="ep-new", user="hi", reply="hello")
+
+    def delivery(step) -> Delivery:  # type: ignore[no-untyped-def]
+        return Delivery(step, topics.topic("steps"), 1, 0, step.episode_id.encode(), [])
+
+    await worker._audit_batch([delivery(old)])
+    assert set(worker.contexts) == {b"ep-old"}
+    worker._episodes[b"ep-old"] = (worker._episodes[b"ep-old"][0] - 61, 1)  # an hour passes
+    await worker._audit_batch([delivery(new)])
+    assert set(worker.contexts) == {b"ep-new"}
+
+    key = b"ep-old" + SEP + old.event_id.encode()
+    records = await collect(
+        topics, changelog_topic(topics), lambda rs: sum(r.key == key for r in rs) >= 2, 30
+    )
+    written = [r for r in records if r.key == key]
+    assert [r.value is None for r in written] == [False, True]
+    assert {r.partition for r in written} == {1}  # beside its steps partition
