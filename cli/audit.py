@@ -13,7 +13,7 @@ from rich.table import Table
 
 from ..infra.config import get_settings
 from ..streams.audit import registry
-from ..streams.audit.batch import Metrics, audit_records
+from ..streams.audit.batch import audit_records, metrics_by_group
 from ..streams.audit.engine import AuditEngine
 from ..streams.audit.importers import FORMATS, ImportFormatError, iter_steps, read_records
 
@@ -87,7 +87,8 @@ def audit(
 
     Writes {"id", "unsafe", "score", "risk_types", "first_unsafe_step"} per input record
     (id = the record's id; file:line for AgentDojo). When the input carries labels, prints
-    precision, recall, F1 and accuracy at the trajectory level.
+    precision, recall, F1, accuracy and false-positive rate at the trajectory level, per
+    group (R-Judge category, AgentDojo suite), per attack kind and overall.
     """
     if list_all:
         list_checkers()
@@ -110,17 +111,15 @@ def audit(
     else:
         for line in lines:
             print(line)
-    labelled = [
-        (rec.unsafe, res.unsafe)
-        for rec, res in zip(records, results, strict=True)
-        if rec.unsafe is not None
-    ]
-    if labelled:
-        m = Metrics.of([y for y, _ in labelled], [p for _, p in labelled])
-        err.print(
-            f"n={m.n}  precision={m.precision:.1f}  recall={m.recall:.1f}  "
-            f"F1={m.f1:.1f}  accuracy={m.accuracy:.1f}"
-        )
+    by_group = metrics_by_group(records, results)
+    if by_group:
+        table = Table(title="trajectory level (percent; FPR = flagged among safe)")
+        for column in ("group", "n", "P", "R", "F1", "Acc", "FPR"):
+            table.add_column(column, justify="left" if column == "group" else "right")
+        for name, m in by_group.items():
+            figures = (m.precision, m.recall, m.f1, m.accuracy, m.false_positive_rate)
+            table.add_row(name, str(m.n), *(f"{x:.1f}" for x in figures))
+        err.print(table)
 
 
 def import_traces(

@@ -79,3 +79,23 @@ class Metrics:
             "accuracy": round(self.accuracy, 1),
             "fpr": round(self.false_positive_rate, 1),
         }
+
+
+def metrics_by_group(
+    records: Sequence[AuditRecord], results: Sequence[TrajectoryResult]
+) -> dict[str, Metrics]:
+    """Trajectory-level metrics of the labelled records: per group (R-Judge category,
+    AgentDojo suite), per attack kind (``attack=...``), then over all of them (``all``)."""
+    groups: dict[str, tuple[list[bool], list[bool]]] = {}
+    for record, result in zip(records, results, strict=True):
+        if record.unsafe is None:
+            continue
+        names = [record.group] if record.group else []
+        if record.attack:
+            names.append(f"attack={record.attack}")
+        for name in [*names, "all"]:
+            labels, predictions = groups.setdefault(name, ([], []))
+            labels.append(record.unsafe)
+            predictions.append(result.unsafe)
+    order = sorted(groups, key=lambda g: (g == "all", g.startswith("attack="), g))
+    return {g: Metrics.of(*groups[g]) for g in order}

@@ -41,7 +41,15 @@ def test_audit_writes_one_line_per_record_and_metrics(shared_data: Path, tmp_pat
     for row in lines:
         assert set(row) == {"id", "unsafe", "score", "risk_types", "first_unsafe_step"}
         assert (row["first_unsafe_step"] is not None) == row["unsafe"]
-    assert "precision=" in result.output and "accuracy=" in result.output
+    rows = {
+        cells[0]: cells[1:]
+        for line in result.output.splitlines()
+        if len(cells := [c.strip() for c in line.strip("│ ").split("│")]) == 7
+    }
+    flagged = sum(row["unsafe"] for row in lines)  # every record of this file is unsafe
+    assert rows["all"][:3] == [str(len(lines)), "100.0" if flagged else "0.0",
+                               f"{100 * flagged / len(lines):.1f}"]  # fmt: skip
+    assert rows["subset"][0] == str(len(lines)) and list(rows)[-1] == "all"  # group: file stem
 
 
 def test_audit_errors_name_the_problem(tmp_path: Path) -> None:
