@@ -8,6 +8,7 @@ step's ``messages``; the agent's reasoning is the assistant message's content.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Iterator
@@ -59,7 +60,11 @@ def read_records(path: Path, fmt: str) -> list[AuditRecord]:
 
 # --------------------------------------------------------------------------- R-Judge
 
-_TOOL_ACTION = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*:\s*(\{.*\}|\[.*\])\s*$", re.DOTALL)
+_TOOL_ACTION = re.compile(
+    r"^\s*([A-Za-z_][\w.\-]*)\s*(?::|\n\s*Action Input:|(?=[{\[]))\s*(\{.*\}|\[.*\])\s*$", re.DOTALL
+)
+"""A tool call as R-Judge-style traces write it: ``Name: {...}``, ``Name{...}`` or
+``Name\nAction Input: {...}`` (arguments as JSON or as a Python literal)."""
 
 
 def read_rjudge(file: Path) -> list[AuditRecord]:
@@ -149,10 +154,7 @@ def _rjudge_action(action: str, index: int) -> Action:
     match = _TOOL_ACTION.match(action)
     if match:
         name, args = match.groups()
-        try:
-            args = json.dumps(json.loads(args), ensure_ascii=False)
-        except json.JSONDecodeError:
-            pass
+        args = _normalised_arguments(args)
         return Action(
             tool_call=ToolCall(id=f"call_{index}", function=FunctionCall(name=name, arguments=args))
         )
@@ -165,6 +167,16 @@ def _rjudge_action(action: str, index: int) -> Action:
             )
         )
     return Action(text=action.strip())
+
+
+def _normalised_arguments(args: str) -> str:
+    """Tool arguments as JSON when they parse as JSON or as a Python literal, else as given."""
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            return json.dumps(parse(args), ensure_ascii=False, default=str)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+    return args
 
 
 # --------------------------------------------------------------------------- AgentDojo
@@ -240,7 +252,7 @@ def _agentdojo_record(file: Path, number: int, raw: dict[str, Any]) -> AuditReco
                 tool_call = _agentdojo_call(
                     call, f"{where}: messages[{i}].tool_calls[{c}]", f"call_{i}_{c}"
                 )
-                result = results.get(tool_call.id)
+                result = results.get(tool_call.id) or _unlabelled_result(messages, i, c)
                 output = _content_text(result.get("content")) if result else None
                 if result and result.get("error"):
                     output = f"{output or ''}\nerror: {result['error']}".strip()
@@ -275,6 +287,20 @@ def _agentdojo_record(file: Path, number: int, raw: dict[str, Any]) -> AuditReco
             "injection_task_id": meta.get("injection_task_id"),
         },
     )
+
+
+def _unlabelled_result(messages: list[Any], call_message: int, call: int) -> dict | None:
+    """The ``call``-th tool message after assistant message ``call_message`` when tool
+    messages carry no ``tool_call_id`` (some exporters leave ids empty): outputs follow
+    their calls in order."""
+    outputs = []
+    for message in messages[call_message + 1 :]:
+        if not isinstance(message, dict) or message.get("role") != "tool":
+            break
+        outputs.append(message)
+    if call < len(outputs) and not outputs[call].get("tool_call_id"):
+        return outputs[call]
+    return None
 
 
 def _step(
