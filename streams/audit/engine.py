@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ...schemas import Decision, Severity, Step, Verdict, derive_id
 from .api import Checker, Finding, RiskType
+from .checkers.models import embed_step_texts
 
 ENGINE_NAME = "safactory.audit"
 ENGINE_VERSION = "1"
@@ -96,6 +97,7 @@ class AuditEngine:
     async def audit_step(self, step: Step, context: Sequence[Step] = ()) -> StepAudit:
         """Run every checker on ``step`` (``context``: earlier steps, oldest first)."""
         ctx = list(context)
+        embed_step_texts(self.checkers, step, ctx)  # one batched forward for all the heads
         pending: list[tuple[Checker, float, Awaitable[list[Finding]]]] = []
         verdicts: list[Verdict] = []
         for checker in self.checkers:

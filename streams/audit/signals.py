@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
+
+from .patterns import PatternSet
 
 WORD = re.compile(r"[A-Za-z]+")
 
 
-def tool_words(name: str) -> set[str]:
-    """Lower-case words of a tool name (``BinanceWithdraw`` → {binance, withdraw})."""
+@lru_cache(maxsize=4096)
+def tool_words_in_order(name: str) -> tuple[str, ...]:
+    """Lower-case words of a tool name in order (``GmailReadEmail`` → gmail, read, email)."""
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
-    return {w.lower() for w in WORD.findall(spaced.replace("_", " ").replace(".", " "))}
+    return tuple(w.lower() for w in WORD.findall(spaced.replace("_", " ").replace(".", " ")))
+
+
+@lru_cache(maxsize=4096)
+def tool_words(name: str) -> frozenset[str]:
+    """Lower-case words of a tool name (``BinanceWithdraw`` → {binance, withdraw})."""
+    return frozenset(tool_words_in_order(name))
 
 
 OUTBOUND_WORDS = frozenset(
@@ -202,17 +212,22 @@ INJECTION_CUES: tuple[tuple[re.Pattern[str], float], ...] = tuple(
 _SENTENCE = re.compile(r"(?<=[.!?\n])\s+")
 
 
+_CUE_SET = PatternSet([pattern for pattern, _ in INJECTION_CUES])
+
+
+@lru_cache(maxsize=16384)
 def injection_cue_score(text: str) -> tuple[float, str]:
-    """Strength (0–1) of instruction-to-the-agent cues in ``text`` and the strongest match."""
+    """Strength (0–1) of instruction-to-the-agent cues in ``text`` and the strongest match.
+
+    Cached by text: episode-level checkers rescan the earlier tool outputs at every step."""
     total = 0.0
     best = ""
     best_w = 0.0
-    for pattern, weight in INJECTION_CUES:
-        match = pattern.search(text)
-        if match:
-            total += weight
-            if weight > best_w:
-                best_w, best = weight, match.group(0)
+    for index, match in _CUE_SET.search(text):
+        weight = INJECTION_CUES[index][1]
+        total += weight
+        if weight > best_w:
+            best_w, best = weight, match.group(0)
     return min(1.0, total), best
 
 
@@ -281,3 +296,8 @@ def addresses_reader(text: str) -> bool:
     """Cheap gate: ``text`` speaks to someone (second person or an imperative opening),
     so it could be an instruction; plain data (tables, records, prose) rarely does."""
     return bool(_ADDRESSED.search(text))
+
+
+def reader_cues(text: str) -> int:
+    """How often ``text`` addresses its reader (the cues ``addresses_reader`` looks for)."""
+    return len(_ADDRESSED.findall(text))

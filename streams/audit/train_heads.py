@@ -5,7 +5,9 @@
 Every example has a stable key; ``split_of(key)`` (a hash) puts one in five in validation,
 so the same records are held out on every run and by ``bench/audit_quality.py``. Heads are
 L2-regularised logistic regressions fitted by Newton's method (no randomness), saved with
-their validation metrics under ``streams/audit/heads/``.
+their validation metrics under ``streams/audit/heads/``. Features come from the checkers' own
+embedder settings (int8, 3 layers, 64 word pieces; recorded in each head) and, for the
+trajectory head, the checker's own ``trajectory_features``, so training matches inference.
 """
 
 from __future__ import annotations
@@ -15,20 +17,21 @@ import glob
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from .checkers.models import trajectory_features
+from ...schemas import Step
+from .checkers.models import step_pieces, trajectory_features
 from .embedding import Embedder
 from .heads import HEADS_DIR, LogisticHead, fit_logistic
 from .importers import AuditRecord, read_records
 from .signals import chunks, is_read_only
 from .text import tool_name
 
-Example = tuple[str, str | tuple[str, ...], int]
-"""(key, text — or several texts whose embeddings are concatenated —, label)"""
+Example = tuple[str, str | tuple[Step, ...], int]
+"""(key, text — or the steps of a trajectory, for the trajectory head —, label)"""
 
 
 def split_of(key: str) -> str:
@@ -170,13 +173,13 @@ def labelled_trajectories(data: Path, agentdojo_limit: int = 400) -> list[Exampl
     out: list[Example] = []
     for record in records:
         key = f"{split_key(record)}#{record.key}"
-        out.append((key, trajectory_features(record.steps), int(bool(record.unsafe))))
+        out.append((key, tuple(record.steps), int(bool(record.unsafe))))
         if record.unsafe:
             continue
         for k in range(1, len(record.steps)):
             name = tool_name(record.steps[k - 1])
             if record.source == "rjudge" or (name and not is_read_only(name)):
-                out.append((f"{key}#prefix{k}", trajectory_features(record.steps[:k]), 0))
+                out.append((f"{key}#prefix{k}", tuple(record.steps[:k]), 0))
     return out
 
 
@@ -270,17 +273,20 @@ def metrics(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
     }
 
 
-def features(embedder: Embedder, texts: list[str | tuple[str, ...]]) -> np.ndarray:
-    """Embeddings of single texts, or concatenated embeddings of text tuples."""
-    if texts and isinstance(texts[0], tuple):
-        columns = list(zip(*texts, strict=True))
-        return np.hstack([embedder.embed(list(column)) for column in columns])
-    return embedder.embed(texts)  # type: ignore[arg-type]
+def features(embedder: Embedder, items: Sequence[str | tuple[Step, ...]]) -> np.ndarray:
+    """Embeddings of texts, or the trajectory head's features of step sequences (computed
+    by the checker's own ``trajectory_features``, after embedding all pieces in one pass)."""
+    if items and isinstance(items[0], tuple):
+        steps = {id(s): s for trajectory in items for s in trajectory}  # type: ignore[union-attr]
+        pieces = (t for s in steps.values() for kind in step_pieces(s) for t in kind)
+        embedder.embed(list(dict.fromkeys(pieces)))
+        return np.stack([trajectory_features(embedder, t) for t in items])  # type: ignore[arg-type]
+    return embedder.embed(items)  # type: ignore[arg-type]
 
 
 def train(name: str, data: Path, embedder: Embedder, out_dir: Path) -> dict[str, object]:
     """Fit one head on its corpus's train split; save it with its validation metrics."""
-    examples = sorted(CORPORA[name](data))
+    examples = sorted(CORPORA[name](data), key=lambda e: e[0])
     train_rows = [e for e in examples if split_of(e[0]) == "train"]
     val_rows = [e for e in examples if split_of(e[0]) == "val" and "#prefix" not in e[0]]
     x_train = features(embedder, [t for _, t, _ in train_rows])
@@ -295,6 +301,7 @@ def train(name: str, data: Path, embedder: Embedder, out_dir: Path) -> dict[str,
         "val_n": len(val_rows),
         "train_positive": int(y_train.sum()),
         "l2": L2[name],
+        "embedder": embedder.settings(),
         "train": metrics(y_train.astype(int), head.predict(x_train)),
         "val": metrics(y_val, head.predict(x_val)),
         "split": "sha256(key)[0] % 5 == 0 → val",

@@ -10,7 +10,9 @@ from helpers_audit import make_step
 
 from safactory.streams.audit import registry
 from safactory.streams.audit.api import RiskType
-from safactory.streams.audit.heads import HEADS_DIR, load_head
+from safactory.streams.audit.checkers.models import TRAJECTORY_DIM, JailbreakModel
+from safactory.streams.audit.embedding import DIM, shared_embedder
+from safactory.streams.audit.heads import HEADS_DIR, LogisticHead, load_head
 
 
 def run(name: str, step, context=()):
@@ -23,8 +25,17 @@ def test_heads_are_small_and_carry_their_validation_metrics() -> None:
         path = HEADS_DIR / f"{name}.npz"
         assert path.stat().st_size < 16_000
         head = load_head(name)
-        assert head.weight.shape in ((384,), (768,))
+        wide = TRAJECTORY_DIM if name == "trajectory_risk" else DIM
+        assert head.weight.shape == (wide,)
         assert head.meta["val_n"] > 0 and "f1" in head.meta["val"]
+        assert head.meta["embedder"] == shared_embedder().settings()
+
+
+def test_a_head_trained_on_other_embeddings_is_refused() -> None:
+    head = load_head("jailbreak")
+    stale = LogisticHead(head.name, head.weight, head.bias, {**head.meta, "embedder": {}})
+    with pytest.raises(ValueError, match="rebuild"):
+        JailbreakModel(head=stale)
 
 
 def test_instruction_in_tool_output_is_flagged() -> None:

@@ -6,7 +6,7 @@ model checkers share one embedder (and its cache), so a text is embedded once pe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -14,10 +14,12 @@ import numpy as np
 from ....schemas import Evidence, Severity, Step
 from .. import signals
 from ..api import Checker, Finding, RiskType
-from ..embedding import Embedder, shared_embedder
+from ..embedding import DIM, Embedder, shared_embedder
 from ..heads import LogisticHead, load_head
+from ..mandate import user_mandated
 from ..registry import register
 from ..text import (
+    Span,
     action_spans,
     final_reply,
     incoming_spans,
@@ -28,7 +30,9 @@ from ..text import (
 )
 from .heuristics import labelled_records
 
-MAX_CHUNKS = 6
+CHUNK_BUDGET = 500
+"""Characters of incoming text the instruction head reads per step (about 128 word pieces,
+one forward's worth): the chunks that address the reader most often come first."""
 
 
 class HeadChecker(Checker):
@@ -40,6 +44,16 @@ class HeadChecker(Checker):
     def __init__(self, embedder: Embedder | None = None, head: LogisticHead | None = None) -> None:
         self.embedder = embedder or shared_embedder()
         self.head = head or load_head(self.head_name)
+        trained_on = self.head.meta.get("embedder")
+        if trained_on is not None and trained_on != self.embedder.settings():
+            raise ValueError(
+                f"head {self.head.name!r} was trained on embeddings {trained_on}, not "
+                f"{self.embedder.settings()}; rebuild it with train_heads"
+            )
+
+    def texts(self, step: Step, context: list[Step]) -> list[str]:
+        """The texts this head embeds for ``step`` (see :func:`embed_step_texts`)."""
+        return []
 
     def probabilities(self, texts: Sequence[str]) -> np.ndarray:
         """The head's positive-class probability for each text."""
@@ -48,24 +62,52 @@ class HeadChecker(Checker):
         return self.head.predict(self.embedder.embed(list(texts)))
 
 
+def embed_step_texts(checkers: Iterable[Checker], step: Step, context: list[Step]) -> None:
+    """Embed every text the heads among ``checkers`` will read in ``step`` in one batched
+    pass per embedder (one forward instead of one per head); each head then finds its
+    vectors cached. A head whose ``texts`` fails is skipped: its own check reports the error."""
+    pending: dict[int, tuple[Embedder, list[str]]] = {}
+    for checker in checkers:
+        if isinstance(checker, HeadChecker):
+            try:
+                texts = checker.texts(step, context)
+            except Exception:  # surfaced by the checker's own check
+                continue
+            pending.setdefault(id(checker.embedder), (checker.embedder, []))[1].extend(texts)
+    for embedder, texts in pending.values():
+        embedder.embed(texts)
+
+
 @register()
 class InstructionInData(HeadChecker):
     """Tool or environment output that reads like an instruction to the agent
-    (indirect prompt injection), judged chunk by chunk."""
+    (indirect prompt injection), judged chunk by chunk: the chunks that address the reader
+    most often first, ``CHUNK_BUDGET`` characters per step."""
 
     name = "model.instruction_in_data"
     risk_types = (RiskType.INDIRECT_PROMPT_INJECTION,)
     description = "MiniLM head: does a chunk of tool output instruct the agent?"
     head_name = "instruction_in_data"
 
-    def check(self, step: Step, context: list[Step]) -> list[Finding]:
-        pieces = [
+    def texts(self, step: Step, context: list[Step]) -> list[str]:
+        return [chunk for _, chunk in self._pieces(step)]
+
+    def _pieces(self, step: Step) -> list[tuple[str, str]]:
+        candidates = [
             (span.field, chunk)
             for span in incoming_spans(step)
             for chunk in signals.chunks(span.text)
             if signals.addresses_reader(chunk)
         ]
-        pieces = pieces[:MAX_CHUNKS]
+        candidates.sort(key=lambda piece: -signals.reader_cues(piece[1]))
+        chosen: list[tuple[str, str]] = []
+        for field, chunk in candidates:
+            if not chosen or sum(len(c) for _, c in chosen) + len(chunk) <= CHUNK_BUDGET:
+                chosen.append((field, chunk))
+        return chosen
+
+    def check(self, step: Step, context: list[Step]) -> list[Finding]:
+        pieces = self._pieces(step)
         probs = self.probabilities([c for _, c in pieces])
         if not len(probs):
             return []
@@ -93,8 +135,11 @@ class JailbreakModel(HeadChecker):
     description = "MiniLM head: is a user turn a jailbreak / direct injection attempt?"
     head_name = "jailbreak"
 
+    def texts(self, step: Step, context: list[Step]) -> list[str]:
+        return [span.text[:2000] for span in user_turns(step)]
+
     def check(self, step: Step, context: list[Step]) -> list[Finding]:
-        spans = [s for s in user_spans(step) if _role_of(step, s.field) == "user"]
+        spans = user_turns(step)
         probs = self.probabilities([s.text[:2000] for s in spans])
         out = []
         for span, p in zip(spans, probs, strict=True):
@@ -111,6 +156,11 @@ class JailbreakModel(HeadChecker):
         return out
 
 
+def user_turns(step: Step) -> list[Span]:
+    """The user's own turns in ``step`` (not system or developer messages)."""
+    return [span for span in user_spans(step) if _role_of(step, span.field) == "user"]
+
+
 def _role_of(step: Step, field: str) -> str:
     index = int(field[len("messages[") : -1])
     return step.messages[index].role
@@ -125,11 +175,17 @@ class ToxicityModel(HeadChecker):
     description = "MiniLM head trained on ToxiGen hate vs neutral statements"
     head_name = "toxicity"
 
-    def check(self, step: Step, context: list[Step]) -> list[Finding]:
+    def texts(self, step: Step, context: list[Step]) -> list[str]:
+        return [span.text[:2000] for span in self._spans(step)]
+
+    def _spans(self, step: Step) -> list[Span]:
         name = tool_name(step)
         if name and not signals.is_outbound(name):
             return []  # only what reaches people: replies and outbound messages
-        spans = list(action_spans(step))
+        return list(action_spans(step))
+
+    def check(self, step: Step, context: list[Step]) -> list[Finding]:
+        spans = self._spans(step)
         probs = self.probabilities([s.text[:2000] for s in spans])
         out = []
         for span, p in zip(spans, probs, strict=True):
@@ -147,20 +203,50 @@ class ToxicityModel(HeadChecker):
         return out
 
 
-def actions_text(steps: Sequence[Step], budget: int = 1000) -> str:
-    """The agent's actions alone (tool calls with arguments, replies), latest kept."""
-    lines = [
-        f"{tool_name(s)} {tool_arguments(s)[:200]}"
-        if tool_name(s)
-        else f"Reply: {final_reply(s)[:200]}"
-        for s in steps
-    ]
-    return "\n".join(lines)[-budget:]
+RESULT_CHARS = 100
+TRAJECTORY_DIM = 5 * DIM
 
 
-def trajectory_features(steps: Sequence[Step]) -> tuple[str, str]:
-    """The two texts the trajectory head embeds (their embeddings are concatenated)."""
-    return trajectory_text(steps), actions_text(steps)
+def step_pieces(step: Step) -> tuple[list[str], list[str], list[str]]:
+    """What one step adds to its trajectory's features: the user's turns, the agent's actions
+    and what came back, each as the very text another head reads where one does (jailbreak,
+    toxicity, instruction-in-data). Each piece is embedded once, when its step arrives."""
+    return (
+        [span.text[:2000] for span in user_turns(step)],
+        [span.text[:2000] for span in action_spans(step)],
+        [result_piece(span.text) for span in incoming_spans(step)],
+    )
+
+
+def result_piece(text: str) -> str:
+    """What the trajectory head reads of an incoming text: its chunk that addresses the
+    reader most (the one the instruction head reads first), else its start."""
+    addressed = [chunk for chunk in signals.chunks(text) if signals.addresses_reader(chunk)]
+    return max(addressed, key=signals.reader_cues) if addressed else text[:RESULT_CHARS]
+
+
+def trajectory_features(embedder: Embedder, steps: Sequence[Step]) -> np.ndarray:
+    """The trajectory head's input, pooled from per-step pieces so that a new step costs only
+    its own embeddings: mean of the task turns, mean and max of the actions, the latest
+    step's actions, mean of the results (each 384 wide, zeros when there are none)."""
+    pieces = [step_pieces(step) for step in steps]
+    texts = list(dict.fromkeys(t for group in pieces for kind in group for t in kind))
+    vectors = dict(zip(texts, embedder.embed(texts), strict=True)) if texts else {}
+
+    def stacked(kind: int, chosen: Sequence[tuple[list[str], ...]]) -> np.ndarray:
+        rows = [vectors[t] for group in chosen for t in group[kind]]
+        return np.stack(rows) if rows else np.zeros((1, DIM), dtype=np.float32)
+
+    actions = stacked(1, pieces)
+    return np.concatenate(
+        [
+            stacked(0, pieces).mean(axis=0),
+            actions.mean(axis=0),
+            actions.max(axis=0),
+            stacked(1, pieces[-1:]).mean(axis=0),
+            stacked(2, pieces).mean(axis=0),
+        ]
+    ).astype(np.float32)
 
 
 def trajectory_text(steps: Sequence[Step], budget: int = 1400) -> str:
@@ -194,21 +280,27 @@ class TrajectoryRisk(HeadChecker):
     description = "MiniLM head on task + actions so far, trained on labelled agent trajectories"
     head_name = "trajectory_risk"
 
+    def texts(self, step: Step, context: list[Step]) -> list[str]:
+        """This step's pieces (earlier steps' were embedded when they arrived)."""
+        return [t for kind in step_pieces(step) for t in kind]
+
     def check(self, step: Step, context: list[Step]) -> list[Finding]:
         name = tool_name(step)
         if name and signals.is_read_only(name):
-            return []  # judged at the next consequential action or reply
-        texts = trajectory_features([*context, step])
-        features = np.hstack([self.embedder.embed([t])[0] for t in texts])
+            # judged at the next consequential action or reply; embed this step's pieces now
+            # so that step pays only for its own
+            self.embedder.embed(self.texts(step, context))
+            return []
+        features = trajectory_features(self.embedder, [*context, step])
         p = float(self.head.predict(features[None, :])[0])
-        text = texts[0]
         if p < 0.5:
             return []
+        text = trajectory_text([*context, step])
         return [
             Finding(
                 RiskType.UNSAFE_BEHAVIOUR,
                 p,
-                Severity.HIGH,
+                Severity.MEDIUM if user_mandated(step, context) else Severity.HIGH,
                 f"trajectory so far reads as unsafe (p={p:.2f})",
                 (Evidence(text=text[-500:], field="trajectory"),),
             )
@@ -233,9 +325,16 @@ class LabelFlip(HeadChecker):
     margin = 0.1
     """A record counts only when the head's probability is this far from 0.5."""
 
-    def check(self, step: Step, context: list[Step]) -> list[Finding]:
+    def texts(self, step: Step, context: list[Step]) -> list[str]:
+        return [t for t, _ in self._pairs(step)]
+
+    def _pairs(self, step: Step) -> list[tuple[str, str]]:
         pairs = [(t, lab) for t, lab in labelled_records(step) if lab in _POSITIVE | _NEGATIVE]
-        if len(pairs) < self.min_records:
+        return pairs if len(pairs) >= self.min_records else []
+
+    def check(self, step: Step, context: list[Step]) -> list[Finding]:
+        pairs = self._pairs(step)
+        if not pairs:
             return []
         probs = self.probabilities([t for t, _ in pairs])
         confident = [
