@@ -125,6 +125,7 @@ class AuditWorker:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, consumer.request_stop)
             async with consumer:
+                aio.tune_gc()
                 log.warning("audit worker ready: group %s", group_id(self.settings))
                 await consumer.run()
         log.warning("audit worker stopped: %d steps, %d verdicts, %d alerts",
