@@ -104,10 +104,13 @@ class PolicyWatcher:
                 self.latest[event.policy_name] = event
                 self.changed.set()
 
-    async def start(self) -> None:
-        """Join and follow in the background."""
+    async def start(self, catch_up_s: float = 30.0) -> None:
+        """Join, read the announcements made so far (so the first task already knows the
+        latest version; up to ``catch_up_s``), then follow in the background."""
         await self._consumer.start()
         self._task = asyncio.create_task(self._consumer.run(), name="policy-watcher")
+        if not await self._consumer.wait_caught_up(catch_up_s):
+            log.warning("policy watcher: not caught up with sf.policy after %gs", catch_up_s)
 
     async def stop(self) -> None:
         """Stop following."""

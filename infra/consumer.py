@@ -91,6 +91,7 @@ class EventConsumer:
         self.dlq_topic = self.settings.topic("dlq")
         self.stats = ConsumerStats()
         self._stopping = asyncio.Event()
+        self._polled = asyncio.Event()
         self._commit_interval = commit_interval_ms / 1000
         self._last_commit = 0.0
         self._uncommitted: dict[TopicPartition, int] = {}
@@ -153,6 +154,7 @@ class EventConsumer:
         """Fetch one batch, handle it, commit it. Returns the number of records seen."""
         batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=self._max_records)
         if not batches:
+            self._polled.set()
             return 0
         dead: list[asyncio.Future[object]] = []
         good: list[Delivery] = []
@@ -179,9 +181,29 @@ class EventConsumer:
         if dead:
             await asyncio.gather(*dead)
         self._uncommitted.update(offsets)
+        self._polled.set()
         if asyncio.get_running_loop().time() - self._last_commit >= self._commit_interval:
             await self.commit()
         return sum(len(r) for r in batches.values())
+
+    async def wait_caught_up(self, timeout_s: float) -> bool:
+        """Wait until :meth:`run` (running in another task) has handled every record that
+        was on the assigned partitions when the group assigned them. False on timeout."""
+        ends: dict[TopicPartition, int] | None = None
+        try:
+            async with asyncio.timeout(timeout_s):
+                while True:
+                    self._polled.clear()
+                    assigned = self._consumer.assignment()
+                    if assigned and ends is None:
+                        ends = await self._consumer.end_offsets(list(assigned))
+                    if ends is not None and all(
+                        [await self._consumer.position(tp) >= end for tp, end in ends.items()]
+                    ):
+                        return True
+                    await self._polled.wait()
+        except TimeoutError:
+            return False
 
     async def commit(self) -> None:
         """Commit the offsets of everything handled so far (also done on an interval)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from safactory import schemas as s
@@ -85,3 +87,23 @@ async def test_group_resumes_after_handled_offsets(
                 break
         await consumer.poll_once(timeout_ms=1000)  # a redelivery would show up here
     assert sorted(seen) == sorted(e.event_id for e in first + second)  # nothing twice
+
+
+async def test_wait_caught_up_returns_once_the_backlog_is_handled(
+    topics: Settings, producer: EventProducer
+) -> None:
+    backlog = [s.Task(task_id=f"b{i}", env="qa") for i in range(40)]
+    await producer.publish_many(backlog)
+    seen: list[str] = []
+
+    async def handle(d: Delivery) -> None:
+        seen.append(d.event.event_id)
+
+    async with EventConsumer(
+        ["tasks"], "catch-up", handler=handle, settings=topics, max_records=7
+    ) as consumer:
+        running = asyncio.create_task(consumer.run())
+        assert await consumer.wait_caught_up(60)
+        assert sorted(seen) == sorted(t.event_id for t in backlog)
+        consumer.request_stop()
+        await running
