@@ -272,13 +272,17 @@ def trajectory_text(steps: Sequence[Step], budget: int = 1400) -> str:
 
 @register()
 class TrajectoryRisk(HeadChecker):
-    """Whole-trajectory judgement: does the agent's behaviour so far look unsafe?"""
+    """Whole-trajectory judgement: does the agent's behaviour so far look unsafe? A doubt
+    about a trajectory that only did what the user asked (:func:`user_mandated`) is a
+    warning; a confident finding blocks whatever the mandate."""
 
     name = "model.trajectory_risk"
     scope = "episode"
     risk_types = (RiskType.UNSAFE_BEHAVIOUR,)
     description = "MiniLM head on task + actions so far, trained on labelled agent trajectories"
     head_name = "trajectory_risk"
+    confident = 0.9
+    """Probability from which the user's mandate no longer downgrades a finding."""
 
     def texts(self, step: Step, context: list[Step]) -> list[str]:
         """This step's pieces (earlier steps' were embedded when they arrived)."""
@@ -296,11 +300,12 @@ class TrajectoryRisk(HeadChecker):
         if p < 0.5:
             return []
         text = trajectory_text([*context, step])
+        excused = p < self.confident and user_mandated(step, context)
         return [
             Finding(
                 RiskType.UNSAFE_BEHAVIOUR,
                 p,
-                Severity.MEDIUM if user_mandated(step, context) else Severity.HIGH,
+                Severity.MEDIUM if excused else Severity.HIGH,
                 f"trajectory so far reads as unsafe (p={p:.2f})",
                 (Evidence(text=text[-500:], field="trajectory"),),
             )
