@@ -5,9 +5,9 @@ through the real broker with `safactory worker audit` running.
 
 Part 1 times the engine in-process on real steps (R-Judge and AgentDojo) with torch on one
 thread: p50 / p99 per step for the full offline set and for the fast tier (rules and
-heuristics), and p50 / p99 of each checker alone. The embedding cache starts empty at each
-episode and stays warm across its steps (as in a live worker), so no text is reused from
-another episode. Part 2 starts the worker as a subprocess
+heuristics), and p50 / p99 of each checker alone. Per-text caches (embeddings, injection
+cues) start empty at each episode and stay warm across its steps (as in a live worker), so
+no text is reused from another episode. Part 2 starts the worker as a subprocess
 on fresh topics, publishes steps at ``--rate`` per second for ``--seconds``, and measures
 from each step's ``produced_at`` to the arrival of its summary verdict at a consumer that
 reads ``sf.verdicts`` concurrently with the sender (an earlier version stamped arrivals only
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from safactory.infra.config import Settings
 from safactory.schemas import codec
-from safactory.streams.audit import registry
+from safactory.streams.audit import mandate, registry, signals
 from safactory.streams.audit.engine import SUMMARY_CHECKER, AuditEngine
 from safactory.streams.audit.importers import read_records
 
@@ -83,10 +83,14 @@ async def per_step(engine: AuditEngine, episodes: list[list]) -> tuple[list[floa
 
 
 def _clear_caches(engine: AuditEngine) -> None:
+    """Forget every per-text result: embeddings and the text-keyed signal caches (tool-name
+    caches stay: a stream sees the same few tools all the time)."""
     for checker in engine.checkers:
         embedder = getattr(checker, "embedder", None)
         if embedder is not None:
             embedder.clear_cache()
+    for cached in (signals.injection_cue_score, mandate.numbers_in, mandate.labelled_secrets):
+        cached.cache_clear()
 
 
 def part1(data: Path, steps: int) -> None:
@@ -99,8 +103,8 @@ def part1(data: Path, steps: int) -> None:
     fast = AuditEngine([c for c in registry.create() if c.kind in FAST_KINDS])
     asyncio.run(full.audit_step(episodes[0][0]))  # load the model, warm caches
     print(
-        f"part 1: {n} real steps in {len(episodes)} episodes, torch on 1 thread, embedding "
-        f"cache emptied at each episode's start, pid {os.getpid()}"
+        f"part 1: {n} real steps in {len(episodes)} episodes, torch on 1 thread, per-text "
+        f"caches emptied at each episode's start, pid {os.getpid()}"
     )
     for label, engine in (("full offline set", full), ("fast tier (rules+heuristics)", fast)):
         totals, per_checker = asyncio.run(per_step(engine, episodes))
