@@ -40,14 +40,18 @@ compute on one core; batches are cut where padding would cost more than another 
 
 
 class Embedder:
-    """Thread-safe lazy MiniLM encoder with a small LRU cache keyed by text.
+    """Thread-safe lazy MiniLM encoder with an LRU cache keyed by text.
+
+    The trajectory head re-reads the vectors of every earlier step of an episode, so the
+    cache must hold the pieces of all episodes in flight: 32,768 vectors (about 50 MB) cover
+    some two thousand concurrent episodes; a miss only costs re-embedding.
 
     ``quantised=False`` runs the original float32 encoder (for comparison)."""
 
     def __init__(
         self,
         max_tokens: int = MAX_TOKENS,
-        cache_size: int = 4096,
+        cache_size: int = 32_768,
         quantised: bool = True,
         layers: int = LAYERS,
     ) -> None:
