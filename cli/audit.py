@@ -15,7 +15,14 @@ from ..infra.config import get_settings
 from ..streams.audit import registry
 from ..streams.audit.batch import audit_records, metrics_by_group
 from ..streams.audit.engine import AuditEngine
-from ..streams.audit.importers import FORMATS, ImportFormatError, iter_steps, read_records
+from ..streams.audit.importers import (
+    FORMATS,
+    AuditRecord,
+    ImportFormatError,
+    SkippedRecord,
+    iter_steps,
+    read_entries,
+)
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -46,11 +53,29 @@ def _engine(checkers: str | None, judge_timeout: float) -> AuditEngine:
         raise _fail(str(exc)) from None
 
 
-def _records(path: Path, fmt: str):  # type: ignore[no-untyped-def]
+def _entries(path: Path, fmt: str, strict: bool) -> list[AuditRecord | SkippedRecord]:
+    """The input's records in order; unreadable ones are reported (and stop a strict run,
+    or any run where nothing at all could be read)."""
     try:
-        return read_records(path, fmt)
+        entries = read_entries(path, fmt)
     except ImportFormatError as exc:
         raise _fail(str(exc)) from None
+    skipped = [e for e in entries if isinstance(e, SkippedRecord)]
+    if skipped and (strict or len(skipped) == len(entries)):
+        raise _fail(skipped[0].reason if strict else "; ".join(e.reason for e in skipped))
+    for entry in skipped:
+        err.print(f"[yellow]skipped:[/yellow] {entry.reason}")
+    if skipped:
+        err.print(
+            f"[yellow]{len(skipped)} of {len(entries)} records skipped[/yellow] (fix the "
+            "fields named above; --strict stops at the first)"
+        )
+    return entries
+
+
+StrictOption = Annotated[
+    bool, typer.Option("--strict", help="stop at the first unreadable record, not skip it")
+]
 
 
 def list_checkers() -> None:
@@ -82,13 +107,16 @@ def audit(
     list_all: Annotated[
         bool, typer.Option("--list-checkers", help="list checkers and exit")
     ] = False,
+    strict: StrictOption = False,
 ) -> None:
     """Audit recorded agent traces with the live engine.
 
     Writes {"id", "unsafe", "score", "risk_types", "first_unsafe_step"} per input record
-    (id = the record's id; file:line for AgentDojo). When the input carries labels, prints
-    precision, recall, F1, accuracy and false-positive rate at the trajectory level, per
-    group (R-Judge category, AgentDojo suite), per attack kind and overall.
+    (id = the record's id; file:line for AgentDojo); a record that cannot be read gets
+    {"id", "unsafe": null, ..., "error"} and the rest are audited (--strict stops instead).
+    When the input carries labels, prints precision, recall, F1, accuracy and false-positive
+    rate at the trajectory level, per group (R-Judge category, AgentDojo suite), per attack
+    kind and overall.
     """
     if list_all:
         list_checkers()
@@ -96,14 +124,19 @@ def audit(
     if path is None:
         raise _fail("missing PATH: the trace file or folder to audit")
     engine = _engine(checkers, judge_timeout)
-    records = _records(path, fmt)
+    entries = _entries(path, fmt, strict)
+    records = [e for e in entries if isinstance(e, AuditRecord)]
     with console.status(f"auditing {len(records)} records") as status:
         results = asyncio.run(
             audit_records(
                 engine, records, lambda n: status.update(f"audited {n}/{len(records)} records")
             )
         )
-    lines = [json.dumps(r.as_json()) for r in results]
+    audited = iter(results)
+    lines = [
+        json.dumps(next(audited).as_json() if isinstance(e, AuditRecord) else skipped_line(e))
+        for e in entries
+    ]
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -122,13 +155,20 @@ def audit(
         err.print(table)
 
 
+def skipped_line(entry: SkippedRecord) -> dict[str, object]:
+    """The audit line of a record that could not be read."""
+    return {"id": entry.id, "unsafe": None, "score": None, "risk_types": [],
+            "first_unsafe_step": None, "error": entry.reason}  # fmt: skip
+
+
 def import_traces(
     path: Annotated[Path, typer.Argument(help="trace file, or a folder of them")],
     fmt: FormatOption = "rjudge",
+    strict: StrictOption = False,
 ) -> None:
     """Publish recorded traces as step events to the steps topic (replay through the
     live path: `safactory worker audit` then judges them like live agent steps)."""
-    records = _records(path, fmt)
+    records = [e for e in _entries(path, fmt, strict) if isinstance(e, AuditRecord)]
     steps = list(iter_steps(records))
 
     async def publish() -> int:

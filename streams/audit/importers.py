@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +24,15 @@ FORMATS: tuple[str, ...] = ("rjudge", "agentdojo")
 
 class ImportFormatError(ValueError):
     """A trace file does not match its format; the message names file, record and field."""
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedRecord:
+    """An input record (or a whole file) that could not be read, and why."""
+
+    id: str
+    """The record's id as its audit line would carry it (a file's path for a whole file)."""
+    reason: str
 
 
 @dataclass(slots=True)
@@ -44,8 +53,10 @@ class AuditRecord:
     labels: dict[str, Any] = field(default_factory=dict)
 
 
-def read_records(path: Path, fmt: str) -> list[AuditRecord]:
-    """All records of a file, or of every ``.json``/``.jsonl`` file under a directory."""
+def read_entries(path: Path, fmt: str) -> list[AuditRecord | SkippedRecord]:
+    """Every record of a file, or of every ``.json``/``.jsonl`` file under a directory, in
+    input order; a record (or file) that cannot be read is a :class:`SkippedRecord` saying
+    where and why, and the others are still read."""
     if fmt not in FORMATS:
         raise ImportFormatError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
     if not path.exists():
@@ -55,7 +66,29 @@ def read_records(path: Path, fmt: str) -> list[AuditRecord]:
     if not files:
         raise ImportFormatError(f"{path}: no {suffix} files found for --format {fmt}")
     reader = read_rjudge if fmt == "rjudge" else read_agentdojo
-    return [record for file in files for record in reader(file)]
+    return [entry for file in files for entry in reader(file)]
+
+
+def read_records(path: Path, fmt: str) -> list[AuditRecord]:
+    """Like :func:`read_entries`, but the first unreadable record raises ImportFormatError."""
+    records = []
+    for entry in read_entries(path, fmt):
+        if isinstance(entry, SkippedRecord):
+            raise ImportFormatError(entry.reason)
+        records.append(entry)
+    return records
+
+
+def _read_one(
+    build: Callable[[], AuditRecord], record_id: str, where: str
+) -> AuditRecord | SkippedRecord:
+    """``build()``, or a SkippedRecord when the record does not match its format."""
+    try:
+        return build()
+    except ImportFormatError as exc:
+        return SkippedRecord(record_id, str(exc))
+    except (ValueError, TypeError) as exc:  # e.g. a value the event schema refuses
+        return SkippedRecord(record_id, f"{where} (id {record_id}): {exc}")
 
 
 # --------------------------------------------------------------------------- R-Judge
@@ -67,17 +100,23 @@ _TOOL_ACTION = re.compile(
 ``Name\nAction Input: {...}`` (arguments as JSON or as a Python literal)."""
 
 
-def read_rjudge(file: Path) -> list[AuditRecord]:
+def read_rjudge(file: Path) -> list[AuditRecord | SkippedRecord]:
     """Records of one R-Judge-format JSON file (a list of records)."""
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ImportFormatError(f"{file}: not readable as JSON ({exc})") from None
+        return [SkippedRecord(str(file), f"{file}: not readable as JSON ({exc})")]
     if not isinstance(data, list):
-        raise ImportFormatError(
-            f"{file}: expected a JSON list of R-Judge records, got {type(data).__name__}"
+        return [SkippedRecord(str(file), f"{file}: expected a JSON list of R-Judge records, "
+                                         f"got {type(data).__name__}")]  # fmt: skip
+    return [
+        _read_one(
+            lambda i=i, raw=raw: _rjudge_record(file, i, raw),
+            str(raw.get("id", i)) if isinstance(raw, dict) else str(i),
+            f"{file}: record {i}",
         )
-    return [_rjudge_record(file, i, raw) for i, raw in enumerate(data)]
+        for i, raw in enumerate(data)
+    ]
 
 
 def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
@@ -182,26 +221,30 @@ def _normalised_arguments(args: str) -> str:
 # --------------------------------------------------------------------------- AgentDojo
 
 
-def read_agentdojo(file: Path) -> list[AuditRecord]:
+def read_agentdojo(file: Path) -> list[AuditRecord | SkippedRecord]:
     """Records of one AgentDojo-format JSONL file (a metadata line, then one trace a line)."""
     try:
         lines = file.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ImportFormatError(f"{file}: not readable ({exc})") from None
-    records = []
+        return [SkippedRecord(str(file), f"{file}: not readable ({exc})")]
+    entries: list[AuditRecord | SkippedRecord] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        record_id = f"{file.name}:{number}"
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ImportFormatError(f"{file}:{number}: not valid JSON ({exc.msg})") from None
+            entries.append(SkippedRecord(record_id, f"{file}:{number}: not valid JSON ({exc.msg})"))
+            continue
         if not isinstance(raw, dict):
-            raise ImportFormatError(f"{file}:{number}: expected a JSON object")
+            entries.append(SkippedRecord(record_id, f"{file}:{number}: expected a JSON object"))
+            continue
         if "messages" not in raw and "metadata" in raw:
             continue  # the file's header line
-        records.append(_agentdojo_record(file, number, raw))
-    return records
+        entries.append(_read_one(lambda n=number, r=raw: _agentdojo_record(file, n, r),
+                                 record_id, f"{file}:{number}"))  # fmt: skip
+    return entries
 
 
 def _agentdojo_record(file: Path, number: int, raw: dict[str, Any]) -> AuditRecord:

@@ -52,6 +52,24 @@ def test_audit_writes_one_line_per_record_and_metrics(shared_data: Path, tmp_pat
     assert rows["subset"][0] == str(len(lines)) and list(rows)[-1] == "all"  # group: file stem
 
 
+def test_unreadable_records_are_reported_and_the_rest_audited(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    good = json.loads(_subset(shared_data, tmp_path, n=2).read_text())
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text(json.dumps([good[0], {"id": "broken", "contents": "oops"}, good[1]]))
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, ["audit", str(mixed), "--out", str(out), "--checkers", FAST])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row["id"] for row in lines] == [str(good[0]["id"]), "broken", str(good[1]["id"])]
+    assert lines[1]["unsafe"] is None and "field 'contents'" in lines[1]["error"]
+    assert all(isinstance(lines[i]["unsafe"], bool) for i in (0, 2))
+    assert "1 of 3 records skipped" in result.output
+    strict = CliRunner().invoke(app, ["audit", str(mixed), "--strict", "--checkers", FAST])
+    assert strict.exit_code == 1 and "record 1 (id broken): field 'contents'" in strict.output
+
+
 def test_audit_errors_name_the_problem(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"not": "a list"}')

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from safactory.streams.audit.importers import ImportFormatError, read_records
+from safactory.streams.audit.importers import ImportFormatError, read_entries, read_records
 
 
 def test_rjudge_records_become_steps(shared_data: Path) -> None:
@@ -53,3 +53,19 @@ def test_bad_inputs_name_file_record_and_field(tmp_path: Path) -> None:
         read_records(bad, "csv")
     with pytest.raises(ImportFormatError, match="no such file"):
         read_records(tmp_path / "missing.json", "rjudge")
+
+
+def test_read_entries_keeps_order_and_says_why_a_record_was_skipped(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    ok = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]}
+    trace.write_text("\n".join(
+        [json.dumps({"metadata": {}}), json.dumps(ok), "[1, 2]",
+         json.dumps({"messages": [{"role": "wizard"}]}), json.dumps(ok)]
+    ) + "\n")  # fmt: skip
+    entries = read_entries(trace, "agentdojo")
+    assert [type(e).__name__ for e in entries] == [
+        "AuditRecord", "SkippedRecord", "SkippedRecord", "AuditRecord"
+    ]  # fmt: skip
+    assert [e.id for e in entries] == [f"trace.jsonl:{n}" for n in (2, 3, 4, 5)]
+    assert "expected a JSON object" in entries[1].reason
+    assert "messages[0] has no valid 'role'" in entries[2].reason
