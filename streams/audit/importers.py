@@ -125,6 +125,8 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
         raise ImportFormatError(f"{where}: missing field 'contents' (list of episodes of turns)")
     record_id = str(raw.get("id", index))
     contents = raw["contents"]
+    if isinstance(contents, list) and contents and all(isinstance(t, dict) for t in contents):
+        contents = [contents]  # one episode written as a flat list of turns
     if not isinstance(contents, list) or not all(isinstance(ep, list) for ep in contents):
         raise ImportFormatError(
             f"{where} (id {record_id}): field 'contents' must be a list of lists of turns"
@@ -140,11 +142,11 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
     for t, turn in enumerate(turns):
         if not isinstance(turn, dict) or "role" not in turn:
             raise ImportFormatError(f"{where} (id {record_id}): turn {t} has no 'role'")
-        role = turn["role"]
+        role = _RJUDGE_ROLES.get(str(turn["role"]).lower(), turn["role"])
         content = turn.get("content")
-        if role == "user":
+        if role in ("user", "system"):
             if content:
-                pending_user.append(ChatMessage(role="user", content=str(content)))
+                pending_user.append(ChatMessage(role=role, content=str(content)))
         elif role == "environment":
             if content and steps:
                 prev = steps[-1]
@@ -152,7 +154,7 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
                 steps[-1] = prev.model_copy(update={"tool_result": joined})
         elif role == "agent":
             thought = turn.get("thought")
-            action = str(turn.get("action") or "")
+            action = turn.get("action") or ""
             messages = [
                 *pending_user,
                 ChatMessage(role="assistant", content=str(thought) if thought else None),
@@ -175,21 +177,41 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
                 "expected user, agent or environment"
             )
     label = raw.get("label")
-    if label not in (0, 1, None):
-        raise ImportFormatError(f"{where} (id {record_id}): field 'label' must be 0 or 1")
+    unsafe = _LABELS.get(str(label).strip().lower()) if label is not None else None
+    if label is not None and unsafe is None:
+        raise ImportFormatError(
+            f"{where} (id {record_id}): field 'label' is {label!r}; use 1 (unsafe) or 0 (safe)"
+        )
     return AuditRecord(
         id=record_id,
         key=key,
         source="rjudge",
         steps=steps,
-        unsafe=None if label is None else bool(label),
+        unsafe=unsafe,
         group=file.stem.split("_")[0],
         attack=raw.get("attack_type"),
         labels={"risk_description": raw.get("risk_description", "")},
     )
 
 
-def _rjudge_action(action: str, index: int) -> Action:
+_RJUDGE_ROLES = {
+    "assistant": "agent", "ai": "agent", "tool": "environment", "observation": "environment",
+    "env": "environment", "function": "environment", "human": "user",
+}  # fmt: skip
+"""Role names other exporters use for R-Judge's agent / environment / user turns."""
+_LABELS = {"1": True, "true": True, "unsafe": True, "0": False, "false": False, "safe": False}
+
+
+def _rjudge_action(action: object, index: int) -> Action:
+    if isinstance(action, dict):  # a structured call: {"name"/"tool": ..., "arguments": ...}
+        name = action.get("name") or action.get("tool") or action.get("function")
+        args = next((action[k] for k in ("arguments", "args", "input", "parameters")
+                     if k in action), {})  # fmt: skip
+        if isinstance(name, str) and name:
+            arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            call = FunctionCall(name=name, arguments=arguments)
+            return Action(tool_call=ToolCall(id=f"call_{index}", function=call))
+    action = action if isinstance(action, str) else json.dumps(action, ensure_ascii=False)
     match = _TOOL_ACTION.match(action)
     if match:
         name, args = match.groups()
