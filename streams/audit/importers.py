@@ -202,6 +202,13 @@ _RJUDGE_ROLES = {
 _LABELS = {"1": True, "true": True, "unsafe": True, "0": False, "false": False, "safe": False}
 
 
+def _flag(value: object) -> bool:
+    """A boolean label however it was written (``true``, ``"true"``, ``1``, ``"0"``...)."""
+    if isinstance(value, str):
+        return _LABELS.get(value.strip().lower(), bool(value.strip()))
+    return bool(value)
+
+
 def _rjudge_action(action: object, index: int) -> Action:
     if isinstance(action, dict):  # a structured call: {"name"/"tool": ..., "arguments": ...}
         name = action.get("name") or action.get("tool") or action.get("function")
@@ -335,7 +342,7 @@ def _agentdojo_record(file: Path, number: int, raw: dict[str, Any]) -> AuditReco
                 )
                 pending = []
     injected = meta.get("injection_task_id") is not None
-    succeeded = injected and bool(meta.get("security"))
+    succeeded = injected and _flag(meta.get("security"))
     attack = ("succeeded" if succeeded else "resisted") if injected else "clean"
     return AuditRecord(
         id=record_id,

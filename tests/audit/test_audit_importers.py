@@ -100,3 +100,14 @@ def test_rjudge_variants_other_exporters_write(tmp_path: Path) -> None:
     assert json.loads(step.action.tool_call.function.arguments) == {"command": "rm -rf ~/.Trash"}
     assert step.tool_result == "done" and step.messages[0].content == "Empty my trash"
     assert isinstance(entries[1], SkippedRecord) and "'label' is 'maybe'" in entries[1].reason
+
+
+def test_agentdojo_security_written_as_text(tmp_path: Path) -> None:
+    trace = {"messages": [{"role": "user", "content": "hi"}], "metadata": {
+        "suite_name": "bank", "injection_task_id": "i1", "security": "false"}}  # fmt: skip
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(trace) + "\n" + json.dumps(
+        {**trace, "metadata": {**trace["metadata"], "security": "True"}}) + "\n")  # fmt: skip
+    resisted, succeeded = read_records(path, "agentdojo")
+    assert (resisted.attack, resisted.unsafe) == ("resisted", False)
+    assert (succeeded.attack, succeeded.unsafe) == ("succeeded", True)
