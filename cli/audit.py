@@ -28,7 +28,12 @@ console = Console()
 err = Console(stderr=True, soft_wrap=True)
 
 FormatOption = Annotated[
-    str, typer.Option("--format", "-f", help=f"input format: {' | '.join(FORMATS)}")
+    str,
+    typer.Option(
+        "--format",
+        "-f",
+        help=f"input format: {' | '.join(FORMATS)} (fields and examples: docs/AUDIT_FORMATS.md)",
+    ),
 ]
 CheckersOption = Annotated[
     str | None,
@@ -112,8 +117,9 @@ def audit(
     """Audit recorded agent traces with the live engine.
 
     Writes {"id", "unsafe", "score", "risk_types", "first_unsafe_step"} per input record
-    (id = the record's id; file:line for AgentDojo); a record that cannot be read gets
-    {"id", "unsafe": null, ..., "error"} and the rest are audited (--strict stops instead).
+    (id = the record's id, else file:line; always file:line for AgentDojo); a record that
+    cannot be read gets {"id", "unsafe": null, ..., "error"} and the rest are audited
+    (--strict stops instead).
     When the input carries labels, prints precision, recall, F1, accuracy and false-positive
     rate at the trajectory level, per group (R-Judge category, AgentDojo suite), per attack
     kind and overall.

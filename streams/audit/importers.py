@@ -1,9 +1,11 @@
-"""Importers: traces users already have (R-Judge, AgentDojo formats) → Safactory ``Step``s.
+"""Importers: traces users already have → Safactory ``Step``s.
 
-Both formats become ordinary step events, so the batch audit, ``safactory import`` (replay
-through Kafka) and the live worker all judge them with the same engine. One agent tool call
-is one step: its tool output is the step's ``tool_result``; the user's words travel in the
-step's ``messages``; the agent's reasoning is the assistant message's content.
+Formats (docs/AUDIT_FORMATS.md): R-Judge, AgentDojo, OpenAI chat message lists, OpenHands
+event lists and a documented generic JSON. All become ordinary step events, so the batch
+audit, ``safactory import`` (replay through Kafka) and the live worker all judge them with the
+same engine. One agent tool call is one step: its tool output is the step's ``tool_result``;
+the user's words travel in the step's ``messages``; the agent's reasoning is the assistant
+message's content.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from typing import Any, Literal
 
 from ...schemas import Action, ChatMessage, FunctionCall, Step, ToolCall, derive_id
 
-Format = Literal["rjudge", "agentdojo"]
-FORMATS: tuple[str, ...] = ("rjudge", "agentdojo")
+Format = Literal["rjudge", "agentdojo", "openai", "openhands", "generic"]
+FORMATS: tuple[str, ...] = ("rjudge", "agentdojo", "openai", "openhands", "generic")
 
 
 class ImportFormatError(ValueError):
@@ -40,16 +42,18 @@ class AuditRecord:
     """One imported trajectory and, where the input had them, its labels."""
 
     id: str
-    """The input's own id (R-Judge ``id``; ``file:line`` for AgentDojo)."""
+    """The input's own id (R-Judge ``id``; ``file:line`` for AgentDojo; for the other
+    formats the record's ``id``, else ``file:line`` or ``file:index``)."""
     key: str
     """Unique across files (``file:id``): what splits and episode ids hash."""
     source: str
     steps: list[Step]
     unsafe: bool | None = None
     group: str = ""
-    """R-Judge category (file stem) or AgentDojo suite."""
+    """R-Judge category (file stem), AgentDojo suite, else the record's ``group`` or file stem."""
     attack: str | None = None
-    """R-Judge ``attack_type``; AgentDojo ``clean`` / ``resisted`` / ``succeeded``."""
+    """R-Judge ``attack_type``; AgentDojo ``clean`` / ``resisted`` / ``succeeded``; else the
+    record's ``attack``."""
     labels: dict[str, Any] = field(default_factory=dict)
 
 
@@ -61,11 +65,12 @@ def read_entries(path: Path, fmt: str) -> list[AuditRecord | SkippedRecord]:
         raise ImportFormatError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
     if not path.exists():
         raise ImportFormatError(f"{path}: no such file or directory")
-    suffix = "*.json" if fmt == "rjudge" else "*.jsonl"
-    files = sorted(path.rglob(suffix)) if path.is_dir() else [path]
+    reader, patterns = _READERS[fmt]
+    files = sorted({f for p in patterns for f in path.rglob(p)}) if path.is_dir() else [path]
     if not files:
-        raise ImportFormatError(f"{path}: no {suffix} files found for --format {fmt}")
-    reader = read_rjudge if fmt == "rjudge" else read_agentdojo
+        raise ImportFormatError(
+            f"{path}: no {' or '.join(patterns)} files found for --format {fmt}"
+        )
     return [entry for file in files for entry in reader(file)]
 
 
@@ -98,6 +103,12 @@ _TOOL_ACTION = re.compile(
 )
 """A tool call as R-Judge-style traces write it: ``Name: {...}``, ``Name{...}`` or
 ``Name\nAction Input: {...}`` (arguments as JSON or as a Python literal)."""
+_TRUNCATED_ACTION = re.compile(r"^\s*([A-Z][A-Za-z0-9_]+)\s*(\{.*)$", re.DOTALL)
+"""A ``Name{...`` call whose arguments were cut off before their closing brace (kept as
+written: the call was made)."""
+_REACT_CONTINUATION = re.compile(r"\n\s*(?:Observation|Thought|Final Answer)\s*:")
+"""Where a ReAct agent went on writing after its action (an observation it imagined, its
+next thought): the action is the text before it."""
 
 
 def read_rjudge(file: Path) -> list[AuditRecord | SkippedRecord]:
@@ -149,9 +160,7 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
                 pending_user.append(ChatMessage(role=role, content=str(content)))
         elif role == "environment":
             if content and steps:
-                prev = steps[-1]
-                joined = f"{prev.tool_result}\n{content}" if prev.tool_result else str(content)
-                steps[-1] = prev.model_copy(update={"tool_result": joined})
+                _add_result(steps, len(steps) - 1, str(content))
         elif role == "agent":
             thought = turn.get("thought")
             action = turn.get("action") or ""
@@ -176,12 +185,7 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
                 f"{where} (id {record_id}): turn {t} has role {role!r}; "
                 "expected user, agent or environment"
             )
-    label = raw.get("label")
-    unsafe = _LABELS.get(str(label).strip().lower()) if label is not None else None
-    if label is not None and unsafe is None:
-        raise ImportFormatError(
-            f"{where} (id {record_id}): field 'label' is {label!r}; use 1 (unsafe) or 0 (safe)"
-        )
+    unsafe = _label(raw, f"{where} (id {record_id})")
     return AuditRecord(
         id=record_id,
         key=key,
@@ -212,14 +216,13 @@ def _flag(value: object) -> bool:
 def _rjudge_action(action: object, index: int) -> Action:
     if isinstance(action, dict):  # a structured call: {"name"/"tool": ..., "arguments": ...}
         name = action.get("name") or action.get("tool") or action.get("function")
-        args = next((action[k] for k in ("arguments", "args", "input", "parameters")
-                     if k in action), {})  # fmt: skip
+        args = _first(action, ("arguments", "args", "input", "parameters"), {})
         if isinstance(name, str) and name:
-            arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-            call = FunctionCall(name=name, arguments=arguments)
+            call = FunctionCall(name=name, arguments=_arguments_json(args))
             return Action(tool_call=ToolCall(id=f"call_{index}", function=call))
     action = action if isinstance(action, str) else json.dumps(action, ensure_ascii=False)
-    match = _TOOL_ACTION.match(action)
+    head = _REACT_CONTINUATION.split(action, maxsplit=1)[0]
+    match = _TOOL_ACTION.match(head) or _TRUNCATED_ACTION.match(head)
     if match:
         name, args = match.groups()
         args = _normalised_arguments(args)
@@ -247,100 +250,159 @@ def _normalised_arguments(args: str) -> str:
     return args
 
 
+# --------------------------------------------------------------------------- JSON and JSONL
+
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    """One record of a JSON or JSONL file, parsed but not yet read, and where it came from."""
+
+    file: Path
+    where: str
+    """``path:line`` (JSONL), ``path: record i`` (a JSON list) or ``path`` (one JSON value)."""
+    position: str
+    """``name:line``, ``name:i`` or ``name``: the record's id when it has none of its own."""
+    raw: Any
+
+    @property
+    def own_id(self) -> str | None:
+        """The record's own ``id`` (or ``instance_id``, as OpenHands evaluations write it)."""
+        if not isinstance(self.raw, dict):
+            return None
+        value = self.raw.get("id", self.raw.get("instance_id"))
+        return None if value is None else str(value)
+
+    @property
+    def id(self) -> str:
+        """The id its audit line carries: its own id, else its position in the file."""
+        own = self.own_id
+        return self.position if own is None else own
+
+    @property
+    def key(self) -> str:
+        """Unique across files (``name:id``): what splits and episode ids hash."""
+        own = self.own_id
+        return self.position if own is None else f"{self.file.name}:{own}"
+
+    @property
+    def at(self) -> str:
+        """Where the record is, for error messages (with its own id when it has one)."""
+        own = self.own_id
+        return self.where if own is None else f"{self.where} (id {own})"
+
+
+def _units(file: Path, lines: bool, item_keys: tuple[str, ...] = ()) -> list[_Unit | SkippedRecord]:
+    """The records of one file: one per non-blank line when ``lines`` (JSONL); else the JSON
+    value itself when it is an object or a list of one trajectory's items (the first item has
+    one of ``item_keys``), or each item of a list of records."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [SkippedRecord(str(file), f"{file}: not readable ({exc})")]
+    if not lines:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return [SkippedRecord(str(file), f"{file}: not valid JSON ({exc})")]
+        first = data[0] if isinstance(data, list) and data else None
+        if isinstance(data, list) and not (isinstance(first, dict) and first.keys() & item_keys):
+            return [_Unit(file, f"{file}: record {i}", f"{file.name}:{i}", raw)
+                    for i, raw in enumerate(data)]  # fmt: skip
+        return [_Unit(file, str(file), file.name, data)]
+    units: list[_Unit | SkippedRecord] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where, position = f"{file}:{number}", f"{file.name}:{number}"
+        try:
+            units.append(_Unit(file, where, position, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            units.append(SkippedRecord(position, f"{where}: not valid JSON ({exc.msg})"))
+    return units
+
+
+@dataclass(frozen=True, slots=True)
+class _Episode:
+    """What every step of one imported trajectory shares."""
+
+    id: str
+    env: str
+    task_id: str
+
+    def step(
+        self, index: int, messages: list[ChatMessage], action: Action, output: str | None = None
+    ) -> Step:
+        """Step ``index`` of this episode."""
+        return Step(
+            episode_id=self.id,
+            step_index=index,
+            env=self.env,
+            task_id=self.task_id,
+            policy_version=0,
+            action=action,
+            messages=messages,
+            tool_result=output,
+        )
+
+
+def _add_result(steps: list[Step], index: int, output: str) -> None:
+    """Append a tool output to step ``index``'s ``tool_result`` (outputs may come in parts)."""
+    prev = steps[index]
+    joined = f"{prev.tool_result}\n{output}" if prev.tool_result else output
+    steps[index] = prev.model_copy(update={"tool_result": joined})
+
+
+def _first(mapping: dict[str, Any], names: tuple[str, ...], default: Any = None) -> Any:
+    """The value of the first of ``names`` (field-name aliases) that ``mapping`` has."""
+    return next((mapping[name] for name in names if name in mapping), default)
+
+
+def _arguments_json(args: Any) -> str:
+    """Tool-call arguments as OpenAI carries them: a JSON string (a string is kept as given)."""
+    return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
+
+
+def _label(raw: dict[str, Any], where: str) -> bool | None:
+    """The record's ``unsafe`` (else ``label``) field as a boolean; None when it has neither."""
+    name = next((n for n in ("unsafe", "label") if raw.get(n) is not None), None)
+    if name is None:
+        return None
+    value = raw[name]
+    unsafe = None if isinstance(value, dict | list) else _LABELS.get(str(value).strip().lower())
+    if unsafe is None:
+        raise ImportFormatError(f"{where}: field {name!r} is {value!r}; use 1 (unsafe) or 0 (safe)")
+    return unsafe
+
+
 # --------------------------------------------------------------------------- AgentDojo
 
 
 def read_agentdojo(file: Path) -> list[AuditRecord | SkippedRecord]:
     """Records of one AgentDojo-format JSONL file (a metadata line, then one trace a line)."""
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        return [SkippedRecord(str(file), f"{file}: not readable ({exc})")]
     entries: list[AuditRecord | SkippedRecord] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        record_id = f"{file.name}:{number}"
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            entries.append(SkippedRecord(record_id, f"{file}:{number}: not valid JSON ({exc.msg})"))
-            continue
-        if not isinstance(raw, dict):
-            entries.append(SkippedRecord(record_id, f"{file}:{number}: expected a JSON object"))
-            continue
-        if "messages" not in raw and "metadata" in raw:
-            continue  # the file's header line
-        entries.append(_read_one(lambda n=number, r=raw: _agentdojo_record(file, n, r),
-                                 record_id, f"{file}:{number}"))  # fmt: skip
+    for unit in _units(file, lines=True):
+        if isinstance(unit, SkippedRecord):
+            entries.append(unit)
+        elif not isinstance(unit.raw, dict):
+            entries.append(SkippedRecord(unit.position, f"{unit.where}: expected a JSON object"))
+        elif "messages" in unit.raw or "metadata" not in unit.raw:  # else the file's header
+            entries.append(
+                _read_one(lambda u=unit: _agentdojo_record(u), unit.position, unit.where)
+            )
     return entries
 
 
-def _agentdojo_record(file: Path, number: int, raw: dict[str, Any]) -> AuditRecord:
-    where = f"{file}:{number}"
-    messages = raw.get("messages")
+def _agentdojo_record(unit: _Unit) -> AuditRecord:
+    messages = unit.raw.get("messages")
     if not isinstance(messages, list):
-        raise ImportFormatError(f"{where}: field 'messages' must be a list of chat messages")
-    meta = raw.get("metadata") or {}
-    record_id = f"{file.name}:{number}"
-    episode = derive_id("import.agentdojo", 1, record_id)
-    env = f"agentdojo:{meta.get('suite_name') or 'unknown'}"
-    task_id = str(meta.get("user_task_id") or number)
-    results = {
-        m.get("tool_call_id"): m
-        for m in messages
-        if isinstance(m, dict) and m.get("role") == "tool"
-    }
-    steps: list[Step] = []
-    pending: list[ChatMessage] = []
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in (
-            "system",
-            "user",
-            "assistant",
-            "tool",
-        ):
-            raise ImportFormatError(f"{where}: messages[{i}] has no valid 'role'")
-        role = message["role"]
-        content = _content_text(message.get("content"))
-        if role in ("system", "user"):
-            pending.append(ChatMessage(role=role, content=content))
-        elif role == "assistant":
-            calls = message.get("tool_calls") or []
-            if not calls:
-                steps.append(
-                    _step(
-                        episode,
-                        len(steps),
-                        env,
-                        task_id,
-                        [*pending, ChatMessage(role="assistant", content=content)],
-                        Action(text=content or ""),
-                        None,
-                    )
-                )
-                pending = []
-            for c, call in enumerate(calls):
-                tool_call = _agentdojo_call(
-                    call, f"{where}: messages[{i}].tool_calls[{c}]", f"call_{i}_{c}"
-                )
-                result = results.get(tool_call.id) or _unlabelled_result(messages, i, c)
-                output = _content_text(result.get("content")) if result else None
-                if result and result.get("error"):
-                    output = f"{output or ''}\nerror: {result['error']}".strip()
-                thought = content if c == 0 else None
-                steps.append(
-                    _step(
-                        episode,
-                        len(steps),
-                        env,
-                        task_id,
-                        [*pending, ChatMessage(role="assistant", content=thought)],
-                        Action(tool_call=tool_call),
-                        output,
-                    )
-                )
-                pending = []
+        raise ImportFormatError(f"{unit.where}: field 'messages' must be a list of chat messages")
+    meta = unit.raw.get("metadata") or {}
+    record_id = unit.position
+    episode = _Episode(
+        derive_id("import.agentdojo", 1, record_id),
+        f"agentdojo:{meta.get('suite_name') or 'unknown'}",
+        str(meta.get("user_task_id") or record_id),
+    )
     injected = meta.get("injection_task_id") is not None
     succeeded = injected and _flag(meta.get("security"))
     attack = ("succeeded" if succeeded else "resisted") if injected else "clean"
@@ -348,7 +410,7 @@ def _agentdojo_record(file: Path, number: int, raw: dict[str, Any]) -> AuditReco
         id=record_id,
         key=record_id,
         source="agentdojo",
-        steps=steps,
+        steps=_chat_steps(messages, f"{unit.where}: messages", episode),
         unsafe=succeeded,
         group=str(meta.get("suite_name") or ""),
         attack=attack,
@@ -361,13 +423,65 @@ def _agentdojo_record(file: Path, number: int, raw: dict[str, Any]) -> AuditReco
     )
 
 
+# --------------------------------------------------------------------------- OpenAI chat
+
+_CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+_RESULT_ROLES = ("tool", "function")
+"""``function`` messages answer the legacy ``function_call`` of the message before them."""
+
+
+def _chat_steps(messages: list[Any], field: str, episode: _Episode) -> list[Step]:
+    """Steps of an OpenAI-style chat message list (AgentDojo traces, OpenAI chat logs): one per
+    tool call, with the tool message answering it as its result, or one per text reply; system
+    and user messages travel with the next step. ``field`` names the list in errors."""
+    results = {
+        m.get("tool_call_id"): m
+        for m in messages
+        if isinstance(m, dict) and m.get("role") == "tool"
+    }
+    steps: list[Step] = []
+    pending: list[ChatMessage] = []
+    for i, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in _CHAT_ROLES:
+            raise ImportFormatError(
+                f"{field}[{i}] has no valid 'role' (system, user, assistant, tool or function)"
+            )
+        content = _content_text(message.get("content"))
+        if role in ("system", "developer", "user"):
+            pending.append(ChatMessage(role=role, content=content))
+        elif role == "assistant":
+            if content is None and message.get("refusal"):
+                content = str(message["refusal"])
+            calls = message.get("tool_calls") or []
+            if message.get("function_call"):  # the legacy single-call form
+                calls = [{"function": message["function_call"]}]
+            if not isinstance(calls, list):
+                raise ImportFormatError(f"{field}[{i}].tool_calls must be a list of tool calls")
+            if not calls:
+                reply = [*pending, ChatMessage(role="assistant", content=content)]
+                steps.append(episode.step(len(steps), reply, Action(text=content or "")))
+                pending = []
+            for c, call in enumerate(calls):
+                tool_call = _chat_call(call, f"{field}[{i}].tool_calls[{c}]", f"call_{i}_{c}")
+                result = results.get(tool_call.id) or _unlabelled_result(messages, i, c)
+                output = _content_text(result.get("content")) if result else None
+                if result and result.get("error"):
+                    output = f"{output or ''}\nerror: {result['error']}".strip()
+                thought = content if c == 0 else None
+                turn = [*pending, ChatMessage(role="assistant", content=thought)]
+                steps.append(episode.step(len(steps), turn, Action(tool_call=tool_call), output))
+                pending = []
+    return steps
+
+
 def _unlabelled_result(messages: list[Any], call_message: int, call: int) -> dict | None:
     """The ``call``-th tool message after assistant message ``call_message`` when tool
-    messages carry no ``tool_call_id`` (some exporters leave ids empty): outputs follow
-    their calls in order."""
+    messages carry no ``tool_call_id`` (some exporters leave ids empty; legacy ``function``
+    messages have none): outputs follow their calls in order."""
     outputs = []
     for message in messages[call_message + 1 :]:
-        if not isinstance(message, dict) or message.get("role") != "tool":
+        if not isinstance(message, dict) or message.get("role") not in _RESULT_ROLES:
             break
         outputs.append(message)
     if call < len(outputs) and not outputs[call].get("tool_call_id"):
@@ -375,28 +489,7 @@ def _unlabelled_result(messages: list[Any], call_message: int, call: int) -> dic
     return None
 
 
-def _step(
-    episode: str,
-    index: int,
-    env: str,
-    task_id: str,
-    messages: list[ChatMessage],
-    action: Action,
-    output: str | None,
-) -> Step:
-    return Step(
-        episode_id=episode,
-        step_index=index,
-        env=env,
-        task_id=task_id,
-        policy_version=0,
-        action=action,
-        messages=messages,
-        tool_result=output,
-    )
-
-
-def _agentdojo_call(call: Any, where: str, fallback_id: str) -> ToolCall:
+def _chat_call(call: Any, where: str, fallback_id: str) -> ToolCall:
     if not isinstance(call, dict):
         raise ImportFormatError(f"{where}: a tool call must be an object")
     function = call.get("function")
@@ -406,9 +499,9 @@ def _agentdojo_call(call: Any, where: str, fallback_id: str) -> ToolCall:
         name, args = function, call.get("args", {})
     if not isinstance(name, str) or not name:
         raise ImportFormatError(f"{where}: tool call has no function name")
-    arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
     return ToolCall(
-        id=str(call.get("id") or fallback_id), function=FunctionCall(name=name, arguments=arguments)
+        id=str(call.get("id") or fallback_id),
+        function=FunctionCall(name=name, arguments=_arguments_json(args)),
     )
 
 
@@ -421,6 +514,230 @@ def _content_text(content: Any) -> str | None:
             for p in content
         )
     return str(content)
+
+
+# --------------------------------------------------------------------------- OpenHands
+
+_OPENHANDS_INTERNAL = frozenset({
+    "recall", "change_agent_state", "null", "condensation", "condensation_request", "pause",
+    "resume", "stop", "summarize", "start",
+})  # fmt: skip
+"""Agent actions that are bookkeeping, not something the agent did to the world."""
+_OPENHANDS_REPLIES = frozenset({"message", "finish", "reject"})
+_OPENHANDS_UNCAUSED = frozenset({"agent_state_changed", "null", "recall", "chat", "message"})
+"""Observations that answer no tool call even when they carry no ``cause``."""
+
+
+def _openhands_steps(events: list[Any], field: str, episode: _Episode) -> list[Step]:
+    """Steps of an OpenHands event list: each agent action (``run``, ``read``, ``edit``...) is
+    a tool call named by the action with its ``args``; the observation whose ``cause`` is that
+    action's id (or, without a ``cause``, the next one) is its result; agent ``message`` and
+    ``finish`` are replies; ``think`` and each action's ``thought`` are the reasoning."""
+    steps: list[Step] = []
+    pending: list[ChatMessage] = []
+    thinking: list[str] = []
+    by_action: dict[str, int] = {}
+    waiting: int | None = None  # the latest tool step with no result yet
+    for i, event in enumerate(events):
+        where = f"{field}[{i}]"
+        if not isinstance(event, dict) or not ("action" in event or "observation" in event):
+            raise ImportFormatError(f"{where} is not an event: no 'action' or 'observation'")
+        if "observation" in event and "action" not in event:
+            cause = event.get("cause")
+            target = by_action.get(str(cause)) if cause is not None else None
+            if cause is None and event["observation"] not in _OPENHANDS_UNCAUSED:
+                target = waiting
+            output = _content_text(event.get("content")) or ""
+            if target is not None and output:
+                error = event["observation"] == "error"
+                _add_result(steps, target, f"error: {output}" if error else output)
+            waiting = None if target == waiting else waiting
+            continue
+        kind, source, args = event["action"], event.get("source"), event.get("args") or {}
+        if source not in ("user", "agent", "environment"):
+            raise ImportFormatError(
+                f"{where} (action {kind!r}): field 'source' is {source!r}; "
+                "expected user, agent or environment"
+            )
+        if not isinstance(args, dict):
+            raise ImportFormatError(f"{where} (action {kind!r}): field 'args' must be an object")
+        text = _content_text(args.get("content") or event.get("message"))
+        if kind == "system" or (source, kind) == ("user", "message"):
+            if text:
+                role = "system" if kind == "system" else "user"
+                pending.append(ChatMessage(role=role, content=text))
+            continue
+        if source != "agent" or kind in _OPENHANDS_INTERNAL:
+            continue  # bookkeeping (recall, agent-state changes...), not the agent's doing
+        thinking.append(str(args.get("thought") or ""))
+        if kind == "think":
+            continue
+        if kind in _OPENHANDS_REPLIES:
+            reply = _content_text(args.get("final_thought")) or text or ""
+            action = Action(text=reply)
+            thinking.append(reply)
+        else:
+            meta = event.get("tool_call_metadata")
+            call_id = meta.get("tool_call_id") if isinstance(meta, dict) else None
+            arguments = {k: v for k, v in args.items() if k != "thought"}
+            call = FunctionCall(name=str(kind), arguments=_arguments_json(arguments))
+            call_id = str(call_id or f"call_{event.get('id', i)}")
+            action = Action(tool_call=ToolCall(id=call_id, function=call))
+            waiting = len(steps)
+            if event.get("id") is not None:
+                by_action[str(event["id"])] = waiting
+        thought = "\n".join(t for t in thinking if t) or None
+        turn = [*pending, ChatMessage(role="assistant", content=thought)]
+        steps.append(episode.step(len(steps), turn, action))
+        pending, thinking = [], []
+    return steps
+
+
+# --------------------------------------------------------------------------- generic
+
+_GENERIC_ROLES = {
+    "user": "user", "human": "user", "system": "system", "agent": "agent", "assistant": "agent",
+    "ai": "agent", "tool": "tool", "environment": "tool", "observation": "tool",
+}  # fmt: skip
+
+
+def _generic_steps(turns: list[Any], field: str, episode: _Episode) -> list[Step]:
+    """Steps of the generic format (docs/AUDIT_FORMATS.md): an agent turn with a ``tool`` is a
+    tool call (its ``output``, or the ``tool`` turns after it, the result), one without is a
+    reply; user and system turns travel with the next step."""
+    steps: list[Step] = []
+    pending: list[ChatMessage] = []
+    for i, turn in enumerate(turns):
+        where = f"{field}[{i}]"
+        if not isinstance(turn, dict):
+            raise ImportFormatError(f"{where} must be an object with a 'role'")
+        role = _GENERIC_ROLES.get(str(turn.get("role", "")).strip().lower())
+        if role is None:
+            raise ImportFormatError(
+                f"{where}: field 'role' is {turn.get('role')!r}; use user, system, agent or tool"
+            )
+        text = _content_text(_first(turn, ("content", "text")))
+        output = _content_text(_first(turn, ("output", "result")))
+        if role in ("user", "system"):
+            pending.append(ChatMessage(role=role, content=text))
+        elif role == "tool":
+            if not steps or steps[-1].action.tool_call is None:
+                raise ImportFormatError(
+                    f"{where}: a tool turn must follow an agent turn with a 'tool'"
+                )
+            if output or text:
+                _add_result(steps, len(steps) - 1, output or text or "")
+        else:
+            name = _first(turn, ("tool", "name"))
+            action = Action(text=text or "")
+            if name is not None:
+                if not isinstance(name, str) or not name.strip():
+                    raise ImportFormatError(f"{where}: field 'tool' must be a non-empty string")
+                args = _arguments_json(_first(turn, ("arguments", "args", "input"), {}))
+                call = FunctionCall(name=name.strip(), arguments=args)
+                action = Action(
+                    tool_call=ToolCall(id=str(turn.get("id") or f"call_{i}"), function=call)
+                )
+            turn_messages = [*pending, ChatMessage(role="assistant", content=text)]
+            steps.append(episode.step(len(steps), turn_messages, action, output))
+            pending = []
+    return steps
+
+
+# --------------------------------------------------------------------------- trajectories
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """How a trajectory format (openai, openhands, generic) lays out one record."""
+
+    source: str
+    fields: tuple[str, ...]
+    """The record field holding the trajectory's items (aliases, first is the name)."""
+    item_keys: tuple[str, ...]
+    """Keys whose presence in a JSON list's first item marks the list as one trajectory."""
+    items: str
+    """What the items are, for error messages."""
+    read_steps: Callable[[list[Any], str, _Episode], list[Step]]
+
+
+_OPENAI = _Shape("openai", ("messages",), ("role",), "chat messages", _chat_steps)
+_OPENHANDS = _Shape(
+    "openhands", ("events", "history"), ("action", "observation"), "OpenHands events",
+    _openhands_steps,
+)  # fmt: skip
+_GENERIC = _Shape("generic", ("steps", "turns"), (), "turns", _generic_steps)
+
+
+def read_openai(file: Path) -> list[AuditRecord | SkippedRecord]:
+    """Records of one OpenAI chat file: JSONL with one trajectory a line, or JSON holding one
+    trajectory or a list of them; a trajectory is a message list or ``{"messages": [...]}``."""
+    return _read_trajectories(file, _OPENAI)
+
+
+def read_openhands(file: Path) -> list[AuditRecord | SkippedRecord]:
+    """Records of one OpenHands file: JSON holding one event list (or ``{"history": [...]}``)
+    or a list of them, or JSONL with one trajectory a line."""
+    return _read_trajectories(file, _OPENHANDS)
+
+
+def read_generic(file: Path) -> list[AuditRecord | SkippedRecord]:
+    """Records of one generic-format file (``{"id", "label", "steps": [...]}``; see
+    docs/AUDIT_FORMATS.md): JSONL one a line, or JSON holding one or a list of them."""
+    return _read_trajectories(file, _GENERIC)
+
+
+def _read_trajectories(file: Path, shape: _Shape) -> list[AuditRecord | SkippedRecord]:
+    """``.json`` files hold one JSON value; any other file is read as JSONL."""
+    return [
+        unit if isinstance(unit, SkippedRecord)
+        else _read_one(lambda u=unit: _trajectory(u, shape), unit.id, unit.where)
+        for unit in _units(file, file.suffix != ".json", shape.item_keys)
+    ]  # fmt: skip
+
+
+def _trajectory(unit: _Unit, shape: _Shape) -> AuditRecord:
+    """One record: its items read into steps, and the optional fields every trajectory format
+    shares (``unsafe``/``label``, ``group``, ``attack``, ``metadata``)."""
+    fields = " or ".join(repr(f) for f in shape.fields)
+    if not isinstance(unit.raw, dict | list):
+        raise ImportFormatError(
+            f"{unit.at}: expected a list of {shape.items} or an object with field {fields}"
+        )
+    raw = unit.raw if isinstance(unit.raw, dict) else {shape.fields[0]: unit.raw}
+    name = next((f for f in shape.fields if f in raw), shape.fields[0])
+    if not isinstance(raw.get(name), list):
+        raise ImportFormatError(f"{unit.at}: field {fields} must be a list of {shape.items}")
+    meta = raw.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise ImportFormatError(f"{unit.at}: field 'metadata' must be an object")
+    unsafe = _label(raw, unit.at)
+    group = str(raw.get("group") or meta.get("group") or unit.file.stem)
+    attack = raw.get("attack", meta.get("attack"))
+    episode = _Episode(
+        derive_id(f"import.{shape.source}", 1, unit.key), f"{shape.source}:{group}"[:64], unit.id
+    )
+    return AuditRecord(
+        id=unit.id,
+        key=unit.key,
+        source=shape.source,
+        steps=shape.read_steps(raw[name], f"{unit.at}: {name}", episode),
+        unsafe=unsafe,
+        group=group,
+        attack=None if attack is None else str(attack),
+        labels=dict(meta),
+    )
+
+
+_Reader = Callable[[Path], list[AuditRecord | SkippedRecord]]
+_READERS: dict[str, tuple[_Reader, tuple[str, ...]]] = {
+    "rjudge": (read_rjudge, ("*.json",)),
+    "agentdojo": (read_agentdojo, ("*.jsonl",)),
+    "openai": (read_openai, ("*.json", "*.jsonl")),
+    "openhands": (read_openhands, ("*.json", "*.jsonl")),
+    "generic": (read_generic, ("*.json", "*.jsonl")),
+}
+"""Each format's reader of one file, and the files it reads in a folder."""
 
 
 def iter_steps(records: list[AuditRecord]) -> Iterator[Step]:
