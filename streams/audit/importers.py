@@ -106,6 +106,8 @@ _TOOL_ACTION = re.compile(
 _TRUNCATED_ACTION = re.compile(r"^\s*([A-Z][A-Za-z0-9_]+)\s*(\{.*)$", re.DOTALL)
 """A ``Name{...`` call whose arguments were cut off before their closing brace (kept as
 written: the call was made)."""
+_REACT_KEYWORDS = frozenset({"Thought", "Observation", "Answer", "Final", "Action", "Reflection"})
+"""Labels a ReAct agent writes before its text ("Thought: ..."), never tool names."""
 _REACT_CONTINUATION = re.compile(r"\n\s*(?:Observation|Thought|Final Answer)\s*:")
 """Where a ReAct agent went on writing after its action (an observation it imagined, its
 next thought): the action is the text before it."""
@@ -230,7 +232,12 @@ def _rjudge_action(action: object, index: int) -> Action:
             tool_call=ToolCall(id=f"call_{index}", function=FunctionCall(name=name, arguments=args))
         )
     name, sep, rest = action.partition(":")
-    if sep and re.fullmatch(r"[A-Z][A-Za-z0-9_]+", name.strip()) and rest.strip():
+    if (
+        sep
+        and re.fullmatch(r"[A-Z][A-Za-z0-9_]+", name.strip())
+        and name.strip() not in _REACT_KEYWORDS
+        and rest.strip()
+    ):
         args = json.dumps({"input": rest.strip()}, ensure_ascii=False)
         return Action(
             tool_call=ToolCall(

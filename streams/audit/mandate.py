@@ -169,6 +169,13 @@ _CLASS_WORDS: dict[str, frozenset[str]] = {
     "credential": frozenset({"password", "passcode", "credential", "credentials", "secret"}),
 }
 
+GENERIC_TOOL_WORDS = frozenset(
+    {"get", "set", "tool", "item", "items", "info", "details", "data", "new", "user", "list"}
+    | {"the", "and", "for", "with", "from", "by", "all", "my", "api", "run", "call", "manage"}
+    | {"manager", "action", "execute", "request", "use", "make", "do", "system", "service"}
+)
+"""Words in many tools' names that say nothing of what a tool does to whom."""
+
 _NAMESPACES = frozenset({"http", "chat", "slack"})
 """Class words that name a service or an object rather than an act (``SlackLeaveChannel``)."""
 ACTION_VERBS = frozenset().union(*_CLASS_WORDS.values()) - _NAMESPACES - {"money"}
