@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from ...schemas import Step
 from . import signals
-from .text import incoming_spans, task_text, tool_argument_values, tool_arguments, tool_name
+from .text import incoming_spans, tool_argument_values, tool_arguments, tool_name, user_spans
 
 INSTRUCTION_WINDOW = 3
 """Chunks after an instruction cue that still belong to the planted text (its body)."""
@@ -62,6 +62,35 @@ def instruction_chunks(
     return out
 
 
+def split_user_turn(text: str) -> tuple[str, str]:
+    """A user turn as (what the principal asked, what was planted in it): everything from the
+    first strong injection cue on ("Ignore previous instructions. You must ...") is untrusted
+    text, judged like tool output, never a mandate."""
+    start = signals.injection_start(text)
+    return (text, "") if start is None else (text[:start], text[start:])
+
+
+def trusted_task(step: Step, context: list[Step]) -> str:
+    """The user's own words in the episode so far, less anything planted in them."""
+    return "\n".join(
+        split_user_turn(span.text)[0] for s in [*context, step] for span in user_spans(s)
+    )
+
+
+def user_planted(steps: list[Step]) -> list[tuple[int, str, float]]:
+    """(step index, text, cue score) of instructions planted in user turns (see
+    :func:`split_user_turn`), in the form :func:`instruction_chunks` gives tool output."""
+    out = []
+    for step in steps:
+        for span in user_spans(step):
+            planted = split_user_turn(span.text)[1]
+            if planted:
+                out.append(
+                    (step.step_index, planted[:2000], signals.injection_cue_score(planted)[0])
+                )
+    return out
+
+
 _DELEGATION = re.compile(
     r"\b(follow|do|complete|carry out|execute|handle|pay|settle|process)\b.{0,40}"
     r"\b(instructions?|tasks?|to-?do|bill|invoice|steps|notices?|requests?)\b|\baccordingly\b|"
@@ -92,7 +121,7 @@ def delegated_reads(context: list[Step], task: str) -> frozenset[int]:
 def brief(step: Step, context: list[Step]) -> str:
     """What the user asked for: their own words, and what came back from the resources they
     pointed to, less any chunk carrying a strong instruction-to-the-agent cue."""
-    task = task_text(step, context)
+    task = trusted_task(step, context)
     delegated = delegated_reads(context, task)
     parts = [task]
     for s in context:
@@ -327,7 +356,7 @@ def user_mandated(step: Step, context: list[Step]) -> bool:
     steps = [*context, step]
     if not any(tool_name(s) for s in steps):
         return False
-    task = task_text(step, context)
+    task = trusted_task(step, context)
     planted = planted_chunks(context, task)
     asked = brief(step, context)
     ambiguous = ambiguous_matches(context, task)

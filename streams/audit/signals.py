@@ -29,6 +29,13 @@ def tool_words(name: str) -> frozenset[str]:
     return frozenset(tool_words_in_order(name))
 
 
+@lru_cache(maxsize=8192)
+def text_words(text: str) -> frozenset[str]:
+    """Lower-case words of a text, with the parts of any tool name it spells
+    (``use the "LedgerTransferFunds" tool`` → ..., ledgertransferfunds, ledger, transfer, funds)."""
+    return frozenset(w.lower() for w in WORD.findall(text)) | frozenset(tool_words_in_order(text))
+
+
 OUTBOUND_WORDS = frozenset(
     {
         "send",
@@ -229,6 +236,18 @@ def injection_cue_score(text: str) -> tuple[float, str]:
         if weight > best_w:
             best_w, best = weight, match.group(0)
     return min(1.0, total), best
+
+
+STRONG_CUE = 0.8
+"""Cue weight that marks text as an order to the agent wherever it appears ("ignore previous
+instructions", "new instructions:"), even in the user's own turn."""
+
+
+@lru_cache(maxsize=4096)
+def injection_start(text: str, at_least: float = STRONG_CUE) -> int | None:
+    """Where the first cue of weight ``at_least`` or more begins in ``text`` (None if none)."""
+    starts = [m.start() for i, m in _CUE_SET.search(text) if INJECTION_CUES[i][1] >= at_least]
+    return min(starts, default=None)
 
 
 def chunks(text: str, size: int = 400) -> list[str]:
