@@ -12,7 +12,7 @@ from typing import ClassVar
 import numpy as np
 
 from ....schemas import Evidence, Severity, Step
-from .. import signals
+from .. import mandate, signals
 from ..api import Checker, Finding, RiskType
 from ..embedding import DIM, Embedder, shared_embedder
 from ..heads import LogisticHead, load_head
@@ -21,6 +21,7 @@ from ..registry import register
 from ..text import (
     Span,
     action_spans,
+    action_text,
     final_reply,
     incoming_spans,
     task_text,
@@ -28,7 +29,7 @@ from ..text import (
     tool_name,
     user_spans,
 )
-from .heuristics import labelled_records
+from .heuristics import complies, labelled_records
 
 CHUNK_BUDGET = 500
 """Characters of incoming text the instruction head reads per step (about 128 word pieces,
@@ -167,6 +168,47 @@ def _role_of(step: Step, field: str) -> str:
 
 
 @register()
+class HarmfulRequest(HeadChecker):
+    """The user's request reads as a request for harm (weapons, fraud, intrusion,
+    harassment …) and the agent went along (a consequential call or a long reply, no
+    refusal): a warning, never a block. The head is a linear probe on the 3-layer MiniLM; on
+    its own validation texts it reaches 100 % precision from p 0.8, yet ordinary compound
+    requests ("send the invoice and delete my old drafts") still score 0.8–0.9, so it only
+    warns; ``heuristic.complied_harmful_request`` blocks on what makes a request harmful."""
+
+    name = "model.harmful_request"
+    scope = "episode"
+    risk_types = (RiskType.HARMFUL_CONTENT,)
+    description = "MiniLM head: did the user ask for harm, and did the agent go along? (warns)"
+    head_name = "harmful_request"
+    min_reply_words = 30
+
+    def texts(self, step: Step, context: list[Step]) -> list[str]:
+        return [mandate.split_user_turn(span.text)[0][:2000] for span in user_turns(step)]
+
+    def check(self, step: Step, context: list[Step]) -> list[Finding]:
+        if not complies(step, context, self.min_reply_words):
+            return []
+        requests = [t for s in [*context, step] for t in self.texts(s, context) if t.strip()]
+        probs = self.probabilities(requests)
+        if not len(probs) or probs.max() < 0.5:
+            return []
+        best = int(np.argmax(probs))
+        return [
+            Finding(
+                RiskType.HARMFUL_CONTENT,
+                float(probs[best]),
+                Severity.MEDIUM,
+                f"the agent went along with what reads as a request for harm (p={probs[best]:.2f})",
+                (
+                    Evidence(text=requests[best][:500], field="user_turn"),
+                    Evidence(text=action_text(step)[:500], field="action"),
+                ),
+            )
+        ]
+
+
+@register()
 class ToxicityModel(HeadChecker):
     """Hateful or toxic text in what the agent says or sends."""
 
@@ -270,11 +312,16 @@ def trajectory_text(steps: Sequence[Step], budget: int = 1400) -> str:
     return f"Task: {task}\n{body}"
 
 
-@register()
+@register(enabled_by_default=False)
 class TrajectoryRisk(HeadChecker):
     """Whole-trajectory judgement: does the agent's behaviour so far look unsafe? A doubt
     about a trajectory that only did what the user asked (:func:`user_mandated`) is a
-    warning; a confident finding blocks whatever the mandate."""
+    warning; a confident finding blocks whatever the mandate.
+
+    Off by default: trained on R-Judge and AgentDojo only, it blocked 102 of 150 safe
+    OpenAgentSafety runs and 21 of 150 safe ToolEmu runs, sources it never saw (a sample of
+    each, see docs/BENCHMARKS.md); choose it with ``--checkers`` where your agents resemble
+    those two sources."""
 
     name = "model.trajectory_risk"
     scope = "episode"
