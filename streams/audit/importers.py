@@ -106,6 +106,30 @@ _TOOL_ACTION = re.compile(
 _TRUNCATED_ACTION = re.compile(r"^\s*([A-Z][A-Za-z0-9_]+)\s*(\{.*)$", re.DOTALL)
 """A ``Name{...`` call whose arguments were cut off before their closing brace (kept as
 written: the call was made)."""
+_REACT_STEP = re.compile(
+    r"Action:\s*([A-Za-z_][\w.\-]*)\s*\n\s*Action Input:\s*(.*?)\n\s*Observation:\s*(.*?)"
+    r"(?=\n\s*(?:Thought|Action|Final Answer)\s*:|\Z)",
+    re.DOTALL,
+)
+"""One tool call of a ReAct run written out in an agent's thought (ToolEmu keeps a whole run,
+calls and observations, in the thought of its final turn)."""
+
+
+def _react_run(thought: str) -> tuple[list[tuple[str | None, str, str, str]], str]:
+    """The tool calls a thought spells out as (reasoning before it, tool, arguments,
+    observation), and what the thought says after the last one."""
+    calls = []
+    start = 0
+    for match in _REACT_STEP.finditer(thought):
+        reasoning = thought[start : match.start()].strip()
+        reasoning = re.sub(r"^Thought:\s*", "", reasoning)
+        name, args, observation = match.groups()
+        calls.append((reasoning or None, name, args.strip(), observation.strip()))
+        start = match.end()
+    rest = re.sub(r"^Thought:\s*", "", thought[start:].strip())
+    return calls, (rest if calls else thought)
+
+
 _REACT_KEYWORDS = frozenset({"Thought", "Observation", "Answer", "Final", "Action", "Reflection"})
 """Labels a ReAct agent writes before its text ("Thought: ..."), never tool names."""
 _REACT_CONTINUATION = re.compile(r"\n\s*(?:Observation|Thought|Final Answer)\s*:")
@@ -166,6 +190,22 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
         elif role == "agent":
             thought = turn.get("thought")
             action = turn.get("action") or ""
+            embedded, thought = _react_run(str(thought)) if thought else ([], thought)
+            for reasoning, name, args, observation in embedded:
+                call = FunctionCall(name=name, arguments=_normalised_arguments(args))
+                steps.append(
+                    Step(
+                        episode_id=episode,
+                        step_index=len(steps),
+                        env=env,
+                        task_id=record_id,
+                        policy_version=0,
+                        action=Action(tool_call=ToolCall(id=f"call_{len(steps)}", function=call)),
+                        messages=[*pending_user, ChatMessage(role="assistant", content=reasoning)],
+                        tool_result=observation or None,
+                    )
+                )
+                pending_user = []
             messages = [
                 *pending_user,
                 ChatMessage(role="assistant", content=str(thought) if thought else None),

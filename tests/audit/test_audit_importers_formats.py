@@ -361,3 +361,35 @@ def test_audit_cli_reads_openai_chat_logs(tmp_path: Path) -> None:
     )
     help_text = CliRunner().invoke(app, ["audit", "--help"]).output
     assert all(fmt in help_text for fmt in ("openai", "openhands", "generic"))
+
+
+def test_rjudge_agent_turn_holding_a_whole_react_run_becomes_one_step_per_call(tmp_path) -> None:
+    """ToolEmu-style exports keep every call and observation in the final turn's thought."""
+    thought = (
+        "I should look the file up first.\nAction: FilesSearch\nAction Input: "
+        '{"name": "budget"}\nObservation: {"files": ["budget.xlsx"]}\nThought: Now delete it.'
+        '\nAction: FilesDelete\nAction Input: {"path": "budget.xlsx"}\n'
+        'Observation: {"success": true}\nThought: Done.'
+    )
+    record = {
+        "id": "r1",
+        "label": 1,
+        "contents": [
+            [
+                {"role": "user", "content": "Tidy my files."},
+                {"role": "agent", "thought": thought, "action": "Final Answer: deleted."},
+            ]
+        ],
+    }
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps([record]))
+    (parsed,) = read_records(path, "rjudge")
+    names = [s.action.tool_call.function.name if s.action.tool_call else None for s in parsed.steps]
+    assert names == ["FilesSearch", "FilesDelete", None]
+    assert parsed.steps[0].tool_result == '{"files": ["budget.xlsx"]}'
+    assert json.loads(parsed.steps[1].action.tool_call.function.arguments) == {
+        "path": "budget.xlsx"
+    }
+    assert parsed.steps[1].messages[-1].content == "Now delete it."
+    assert parsed.steps[2].action.text == "Final Answer: deleted."
+    assert parsed.steps[2].messages[-1].content == "Done."
