@@ -90,7 +90,7 @@ class SteeredAction(Checker):
 
     def check(self, step: Step, context: list[Step]) -> list[Finding]:
         name = tool_name(step)
-        if not name or mandate.is_lookup(name) or signals.is_read_only(name):
+        if not name or mandate.is_lookup(name):
             return []
         task = mandate.trusted_task(step, context)
         brief = mandate.brief(step, context)
