@@ -171,10 +171,10 @@ def _role_of(step: Step, field: str) -> str:
 class HarmfulRequest(HeadChecker):
     """The user's request reads as a request for harm (weapons, fraud, intrusion,
     harassment …) and the agent went along (a consequential call or a long reply, no
-    refusal): a warning, never a block. The head is a linear probe on the 3-layer MiniLM; on
-    its own validation texts it reaches 100 % precision from p 0.8, yet ordinary compound
-    requests ("send the invoice and delete my old drafts") still score 0.8–0.9, so it only
-    warns; ``heuristic.complied_harmful_request`` blocks on what makes a request harmful."""
+    refusal): a warning, never a block. The head is a linear probe on the 3-layer MiniLM;
+    ordinary compound requests ("send the invoice and delete my old drafts") score 0.8–0.9
+    as often as harmful ones, so it only warns; ``heuristic.complied_harmful_request``
+    blocks on what makes a request harmful (docs/DECISIONS.md)."""
 
     name = "model.harmful_request"
     scope = "episode"
