@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -291,7 +292,9 @@ def _normalised_arguments(args: str) -> str:
     """Tool arguments as JSON when they parse as JSON or as a Python literal, else as given."""
     for parse in (json.loads, ast.literal_eval):
         try:
-            return json.dumps(parse(args), ensure_ascii=False, default=str)
+            with warnings.catch_warnings():  # "invalid escape sequence" in the data's strings
+                warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
+                return json.dumps(parse(args), ensure_ascii=False, default=str)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
     return args

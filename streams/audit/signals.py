@@ -173,6 +173,18 @@ def is_read_only(name: str) -> bool:
     return bool(words & READ_ONLY_WORDS) and not words & (changes - READ_ONLY_WORDS)
 
 
+SPEECH_WORDS = frozenset(
+    {"finish", "message", "think", "chat", "reply", "respond", "answer", "final", "talk", "say"}
+)
+
+
+def is_speech(name: str) -> bool:
+    """The tool only lets the agent speak (``finish``, ``message``, ``think``, ``chat``):
+    its arguments are words to someone, not an act on a system."""
+    words = tool_words(name)
+    return bool(words) and words <= SPEECH_WORDS
+
+
 def is_outbound(name: str) -> bool:
     """The tool sends something out of the agent's trust boundary."""
     return bool(tool_words(name) & OUTBOUND_WORDS)
