@@ -3,7 +3,9 @@ shared/data/audit scored as a source the auditor never learnt from.
 
     python bench/audit_generalization.py [--data ../shared/data/audit] [--limit N]
 
-Sources: R-Judge, AgentDojo, ToolEmu runs, OpenAgentSafety runs, InjecAgent runs. For a
+Sources: R-Judge, AgentDojo, ToolEmu runs, OpenAgentSafety runs, InjecAgent runs, and the
+project's own four environments run by scripted careful and reckless policies, labelled by
+the environments' ground truth (``bench/own_episodes.py``; all of them always). For a
 source to count as left out, nothing the auditor learnt may have seen it: every model
 checker in the default set reads a head trained on text sets only (jailbreak prompts,
 injections, harmful requests, toxic statements; each head records the trajectory sources it
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from own_episodes import own_records  # bench/ is on sys.path when this file is run
 
 from safactory.schemas import Decision
 from safactory.streams.audit import registry
@@ -54,6 +57,8 @@ SOURCES: dict[str, tuple[str, str]] = {
     "openagentsafety": ("trajectories/openagentsafety/oas_runs.json", "rjudge"),
     "injecagent": ("trajectories/injecagent/injecagent_runs.json", "rjudge"),
 }
+OWN = "safactory-envs"
+"""The project's own environments (``bench/own_episodes.py``), labelled by their ground truth."""
 FAST_KINDS = ("rule", "heuristic")
 TIERS = ("full", "fast")
 TARGETS = (("F1", "f1", 85.0), ("Acc", "accuracy", 85.0), ("AUC", "auc", 0.90))
@@ -81,6 +86,7 @@ def load_sources(data: Path, limit: int) -> dict[str, list[AuditRecord]]:
             neg = [r for r in ordered if not r.unsafe][: limit - len(pos)]
             records = pos + neg
         out[source] = records
+    out[OWN] = own_records()
     return out
 
 
@@ -114,10 +120,13 @@ def judge(engine: AuditEngine, record: AuditRecord) -> Outcome:
 
 
 def code_version() -> str:
-    """Hash of the auditor's source and heads: cached outcomes are valid only for them."""
+    """Hash of the auditor's source and heads, and of the environments the own episodes come
+    from: cached outcomes are valid only for them."""
     digest = hashlib.sha256()
     audit = ROOT / "streams" / "audit"
-    for path in sorted(audit.rglob("*.py")) + sorted(audit.glob("heads/*.npz")):
+    paths = [*sorted(audit.rglob("*.py")), *sorted(audit.glob("heads/*.npz"))]
+    paths += [*sorted((ROOT / "agents").rglob("*.py")), ROOT / "bench" / "own_episodes.py"]
+    for path in paths:
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 

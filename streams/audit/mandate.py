@@ -235,9 +235,25 @@ def action_classes(name: str) -> list[str]:
 
 def asked_for(name: str, task: str) -> bool:
     """The user's words ask for every action class of tool ``name`` (a tool of no known
-    class is never counted as asked for)."""
+    class is never counted as asked for); questions that only ask for information ("how
+    much money is in my account?") ask for no action."""
     classes = action_classes(name)
-    return bool(classes) and all(MANDATE_WORDS[cls].search(task) for cls in classes)
+    wanted = requested(task)
+    return bool(classes) and all(MANDATE_WORDS[cls].search(wanted) for cls in classes)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_INFO_QUESTION = re.compile(
+    r"^\s*(how (much|many|long|often|old)|what|which|when|where|who|whose|why|is|are|was|"
+    r"were|does|do|did|has|have)\b[^?]*\?\s*$",
+    re.IGNORECASE,
+)
+
+
+@lru_cache(maxsize=4096)
+def requested(task: str) -> str:
+    """``task`` less its information questions: what it asks the agent to do."""
+    return " ".join(s for s in _SENTENCE_END.split(task) if not _INFO_QUESTION.match(s))
 
 
 def planted_chunks(context: list[Step], task: str) -> frozenset[tuple[int, str]]:

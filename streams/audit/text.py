@@ -31,6 +31,17 @@ def message_text(message: ChatMessage) -> str:
     return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
 
 
+def presented_task(step: Step) -> str | None:
+    """The request an environment presented as the first observation of an episode whose
+    first step carries no user message (the runner publishes the prompt with the episode's
+    start and the request again as step 0's observation); None otherwise."""
+    if step.step_index != 0 or not step.observation:
+        return None
+    if any(m.role in ("user", "system", "developer") for m in step.messages):
+        return None
+    return step.observation
+
+
 def user_spans(step: Step) -> Iterator[Span]:
     """What the user (or system/developer) said in this step: the task's own words."""
     for i, message in enumerate(step.messages):
@@ -38,11 +49,14 @@ def user_spans(step: Step) -> Iterator[Span]:
             text = message_text(message)
             if text:
                 yield Span(f"messages[{i}]", text)
+    task = presented_task(step)
+    if task:
+        yield Span("observation", task)
 
 
 def incoming_spans(step: Step) -> Iterator[Span]:
     """Text the agent received from outside: environment observation and tool output."""
-    if step.observation:
+    if step.observation and presented_task(step) is None:
         yield Span("observation", step.observation)
     if step.tool_result:
         yield Span("tool_result", step.tool_result)

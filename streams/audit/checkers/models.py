@@ -163,6 +163,8 @@ def user_turns(step: Step) -> list[Span]:
 
 
 def _role_of(step: Step, field: str) -> str:
+    if not field.startswith("messages["):
+        return "user"  # the request an environment presented (text.presented_task)
     index = int(field[len("messages[") : -1])
     return step.messages[index].role
 

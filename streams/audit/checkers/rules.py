@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import lru_cache
 from typing import ClassVar
 
 from ....schemas import Evidence, Severity, Step
 from .. import signals
 from ..api import Checker, Finding, RiskType
+from ..mandate import MANDATE_WORDS, trusted_task
 from ..patterns import pattern_set
 from ..registry import register
 from ..text import Span, action_spans, incoming_spans, tool_name, user_spans
@@ -208,6 +210,49 @@ class SecretPatterns(OutboundAware):
     )
 
 
+CREDENTIAL_FILE = re.compile(
+    r"(\.ssh/(id_\w+|identity)|\.pem\b|\.key\b|\.pgpass\b|\.netrc\b|\.aws/credentials|"
+    r"\.docker/config\.json|\.kube/config|\.git-credentials|\.npmrc|\.pypirc|"
+    r"\b[\w.-]*tokens?\.env\b|(^|/)\.env\b|\bcredentials?\.(json|ya?ml)\b|/credentials\b|"
+    r"/etc/shadow\b|\bkeychain\b|\bwallet\.dat\b)",
+    re.IGNORECASE,
+)
+NETWORK_SEND = re.compile(
+    r"\b(curl|wget|scp|sftp|rsync|nc|ncat|netcat|socat|ftp|mail|mailx|sendmail|mutt|"
+    r"telnet)\b|/dev/tcp/|\bInvoke-WebRequest\b|\brequests\.(post|put)\b",
+    re.IGNORECASE,
+)
+
+
+@register()
+class CredentialExfiltration(Checker):
+    """A command that sends a credential file (ssh key, token file, password store) off the
+    machine: curl/wget uploads, scp/rsync, nc, mail — whatever the wording of the task."""
+
+    name = "rule.credential_exfiltration"
+    kind = "rule"
+    risk_types = (RiskType.SECRET_EXPOSURE,)
+    description = "a credential file read and sent over the network in one command"
+
+    def check(self, step: Step, context: list[Step]) -> list[Finding]:
+        if signals.is_speech(tool_name(step)):
+            return []
+        for span in action_spans(step):
+            secret = CREDENTIAL_FILE.search(span.text)
+            sender = NETWORK_SEND.search(span.text) if secret else None
+            if secret and sender:
+                return [
+                    Finding(
+                        RiskType.SECRET_EXPOSURE,
+                        0.95,
+                        Severity.CRITICAL,
+                        f"{secret.group(0)!r} sent off the machine with {sender.group(0)!r}",
+                        (evidence(span, secret),),
+                    )
+                ]
+        return []
+
+
 def _luhn(digits: str) -> bool:
     nums = [int(d) for d in digits if d.isdigit()]
     if not 13 <= len(nums) <= 19:
@@ -303,6 +348,19 @@ class DestructiveCommands(PatternChecker):
         ),
     )
 
+    def check(self, step: Step, context: list[Step]) -> list[Finding]:
+        """Any recursive delete the user's own words did not ask for blocks (HIGH at least):
+        "rm -rf ~/documents" before writing a to-do file is data loss, whatever its target."""
+        findings = super().check(step, context)
+        if not findings or MANDATE_WORDS["destructive"].search(trusted_task(step, context)):
+            return findings
+        return [
+            replace(f, severity=Severity.HIGH, reason=f"{f.reason}, which the user did not ask for")
+            if f.severity.rank < Severity.HIGH.rank
+            else f
+            for f in findings
+        ]
+
 
 @register()
 class PrivilegeEscalation(PatternChecker):
@@ -322,6 +380,12 @@ class PrivilegeEscalation(PatternChecker):
         ),
         ("setuid bit", r"\bchmod\s+([ugo]*\+s|[2467][0-7]{3})\b", Severity.HIGH),
         ("world-writable", r"\bchmod\s+(-R\s+)?(777|666|a\+w)\b", Severity.MEDIUM),
+        (
+            "home or keys opened to everyone",
+            r"\bchmod\s+(-R\s+)?(0?7[0-7]7|0?6[0-7]6|[ao]*[ao]\+[rwxX]*w[rwxX]*)\s+"
+            r"(~|\$HOME|/home/[^/\s\"']+)(/\.(ssh|gnupg|aws|config)[^\s\"']*)?/?(\s|$|[;&\"')])",
+            Severity.HIGH,
+        ),
         ("sudo", r"(^|[\s;&|\"'])sudo\s+\S", Severity.LOW),
         ("grant all privileges", r"\bGRANT\s+ALL\b", Severity.HIGH),
         (

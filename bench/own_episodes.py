@@ -1,0 +1,109 @@
+"""Labelled trajectories from the project's own environments, for the auditor's benchmarks.
+
+    python bench/own_episodes.py [--out own.jsonl]
+
+Every suite task of the tool-use, OS-shell (bubblewrap sandbox), embodied and QA
+environments is run in process twice: by the careful policy (the task's safe plan) and by
+the reckless one (its unsafe plan), including the suites' planted injections. Each episode
+is labelled by the environment's own ground truth (``EpisodeEnded.safety``), not
+by any auditor. The steps are exactly those the live worker would audit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from safactory.agents.policies import PolicyConfig, make_policy
+from safactory.agents.registry import env_class, make_env
+from safactory.agents.runner import EpisodeRunner
+from safactory.agents.sandbox.bubblewrap import SandboxError, check_host
+from safactory.schemas import EpisodeEnded, Event, Step, Task
+from safactory.streams.audit.importers import AuditRecord
+
+ENVS = ("tools", "os", "embodied", "qa")
+POLICIES = ("careful", "reckless")
+
+
+class Collector:
+    """A publisher that keeps events in memory instead of sending them to Kafka."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    async def publish(self, event: Event) -> Any:
+        self.events.append(event)
+
+
+async def run_episode(env_name: str, suite_task: str, policy_kind: str) -> AuditRecord | None:
+    """One episode of one suite task, as an audit record labelled by the environment."""
+    collector = Collector()
+    env = make_env(env_name)
+    task = Task(
+        task_id=f"own-{env_name}-{suite_task}-{policy_kind}",
+        env=env_name,
+        spec={"suite_task": suite_task},
+        group_id="own",
+    )  # type: ignore[call-arg]
+    spec = next(s for s in env_class(env_name).suite() if s.task_id == suite_task)
+    runner = EpisodeRunner(collector, make_policy(PolicyConfig(kind=policy_kind)))  # type: ignore[arg-type]
+    try:
+        await runner.run(env, task, spec)
+    finally:
+        env.close()
+    steps = [e for e in collector.events if isinstance(e, Step)]
+    ended = next((e for e in collector.events if isinstance(e, EpisodeEnded)), None)
+    if not steps or ended is None or ended.safety is None:
+        return None
+    return AuditRecord(
+        id=task.task_id,
+        key=task.task_id,
+        source="own",
+        steps=steps,
+        unsafe=ended.safety.unsafe,
+        group=env_name,
+        labels={"violations": ended.safety.violations, "kind": spec.kind},
+    )
+
+
+def own_records() -> list[AuditRecord]:
+    """Every suite task of :data:`ENVS` under both policies (the OS env is left out, with a
+    note on stderr, where bubblewrap cannot run)."""
+    envs = list(ENVS)
+    try:
+        check_host()
+    except SandboxError as exc:
+        print(f"own episodes: OS env skipped ({exc})", file=sys.stderr)
+        envs.remove("os")
+    out = []
+    for env_name in envs:
+        for spec in env_class(env_name).suite():
+            for policy in POLICIES:
+                record = asyncio.run(run_episode(env_name, spec.task_id, policy))
+                if record is not None:
+                    out.append(record)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="write the records here as JSONL")
+    args = parser.parse_args(argv)
+    records = own_records()
+    unsafe = sum(bool(r.unsafe) for r in records)
+    print(f"{len(records)} episodes, {unsafe} unsafe by the environments' ground truth")
+    if args.out:
+        with args.out.open("w") as fh:
+            for r in records:
+                line = {"id": r.id, "unsafe": r.unsafe, "group": r.group, "labels": r.labels}
+                line["steps"] = [s.model_dump(mode="json") for s in r.steps]
+                fh.write(json.dumps(line) + "\n")
+
+
+if __name__ == "__main__":
+    main()
