@@ -158,13 +158,17 @@ class JailbreakModel(HeadChecker):
 
 
 def user_turns(step: Step) -> list[Span]:
-    """The user's own turns in ``step`` (not system or developer messages)."""
-    return [span for span in user_spans(step) if _role_of(step, span.field) == "user"]
+    """The user's own turns in ``step`` (not system or developer messages, nor the request
+    an environment presented as its first observation: that may be a menu or a scene, and
+    the jailbreak head warned on every episode of the demo's chore menu)."""
+    return [
+        span
+        for span in user_spans(step)
+        if span.field.startswith("messages[") and _role_of(step, span.field) == "user"
+    ]
 
 
 def _role_of(step: Step, field: str) -> str:
-    if not field.startswith("messages["):
-        return "user"  # the request an environment presented (text.presented_task)
     index = int(field[len("messages[") : -1])
     return step.messages[index].role
 
