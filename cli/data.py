@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -190,7 +191,7 @@ def query(
     like: Annotated[
         str | None, typer.Option(help="semantic search: rows nearest in meaning to this text")
     ] = None,
-    limit: Annotated[int, typer.Option(help="most rows to return")] = 20,
+    limit: Annotated[int, typer.Option(min=1, help="most rows to return (at least 1)")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="full stored events, one per line")] = (
         False
     ),
@@ -265,6 +266,13 @@ def export(
 
     if fmt not in ("jsonl", "parquet"):
         raise _fail(f"--format {fmt!r}: choose jsonl or parquet")
+    if out.suffix in (".jsonl", ".parquet") and out.suffix != f".{fmt}":
+        raise _fail(
+            f"--out {out} ends in {out.suffix} but --format is {fmt}: pass --format "
+            f"{out.suffix[1:]} or an --out ending in .{fmt}"
+        )
+    if min_reward is not None and not math.isfinite(min_reward):
+        raise _fail(f"--min-reward {min_reward}: give a finite number, e.g. --min-reward 0.5")
     sel = _selection(env, task, risk_type, severity, policy_version, min_policy_version,
                      since, until)  # fmt: skip
     try:

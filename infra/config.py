@@ -48,8 +48,10 @@ class Settings(BaseSettings):
         description="bootstrap servers; point at an existing cluster to skip the local broker",
     )
     kafka_version: str = "4.1.1"
-    broker_port: int = 9092
-    controller_port: int = 9093
+    broker_port: int = Field(default=9092, ge=1, le=65535, description="local broker's port")
+    controller_port: int = Field(
+        default=9093, ge=1, le=65535, description="local broker's KRaft controller port"
+    )
     broker_heap: str = Field(default="768m", description="JVM -Xmx of the local broker")
     broker_name: str = Field(
         default="broker", description="folder under `home` holding the local broker's data"

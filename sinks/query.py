@@ -94,9 +94,15 @@ def _matching_verdicts(db_path: str | Path, table: str, where: str) -> str:
 
 
 def open_table(db_path: str | Path, table: str) -> lancedb.table.Table:
-    db = open_db(db_path)
+    """A table of an existing database; a missing folder is an error, never created."""
     if table not in TABLES:
         raise QueryError(f"--table {table!r}: choose one of {', '.join(TABLES)}")
+    if not Path(db_path).is_dir():
+        raise QueryError(
+            f"--db {db_path}: no LanceDB database there; point --db (or SF_LANCEDB) at the "
+            "folder `safactory worker sink --db` writes"
+        )
+    db = open_db(db_path)
     if table not in db.list_tables().tables:
         raise QueryError(
             f"{db_path}: table {table!r} does not exist yet; run `safactory worker sink` first"

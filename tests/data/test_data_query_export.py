@@ -93,3 +93,30 @@ def test_bad_input_names_the_option_and_fix(db: Path) -> None:
     assert result.exit_code == 1 and "ISO 8601" in result.output
     result = runner.invoke(app, ["query", "--db", str(db / "nope"), "--table", "steps"])
     assert result.exit_code == 1 and "safactory worker sink" in result.output
+
+
+def test_bad_limits_formats_and_rewards_are_refused_before_anything_is_written(
+    db: Path, tmp_path: Path
+) -> None:
+    for limit in ("0", "-5"):
+        result = runner.invoke(app, ["query", "--db", str(db), "--limit", limit])
+        assert result.exit_code == 2 and "--limit" in result.output, limit
+    out = tmp_path / "x.parquet"
+    result = runner.invoke(app, ["export", "--db", str(db), "--out", str(out), "--format", "jsonl"])
+    assert result.exit_code == 1 and "--format parquet" in result.output
+    assert not out.exists()
+    out = tmp_path / "x.jsonl"
+    result = runner.invoke(
+        app, ["export", "--db", str(db), "--out", str(out), "--min-reward", "nan"]
+    )
+    assert result.exit_code == 1 and "finite" in result.output
+    assert not out.exists()
+
+
+def test_a_missing_database_folder_is_an_error_and_is_not_created(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-db"
+    for args in (["query"], ["export", "--out", str(tmp_path / "t.jsonl")]):
+        result = runner.invoke(app, [*args, "--db", str(missing)])
+        said = " ".join(result.output.split())  # rich wraps long lines
+        assert result.exit_code == 1 and "no LanceDB database there" in said
+        assert not missing.exists()
