@@ -23,6 +23,7 @@ from ..streams.audit.importers import (
     iter_steps,
     read_entries,
 )
+from .errors import broker_failure
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -186,10 +187,7 @@ def import_traces(
     try:
         sent = asyncio.run(publish())
     except Exception as exc:
-        raise _fail(
-            f"publishing to {get_settings().kafka_bootstrap}: {exc!r}; is the broker "
-            "up? (safactory broker up)"
-        ) from None
+        raise _fail(broker_failure(exc, get_settings().kafka_bootstrap)) from None
     console.print(
         f"published {sent} steps of {len(records)} episodes to {get_settings().topic('steps')}"
     )

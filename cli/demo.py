@@ -46,6 +46,7 @@ from ..infra.topics import create_topics
 from ..schemas import Severity, Task, new_id
 from .demo_fleet import DemoError, Fleet
 from .demo_observer import Observer, Tally
+from .errors import broker_failure
 
 console = Console()
 err = Console(stderr=True)
@@ -389,7 +390,7 @@ def demo(
         raise typer.Exit(code=130) from None
     except OSError as exc:
         fleet.stop()
-        err.print(f"[red]error:[/red] {exc!r}; is the broker up? (safactory broker up)")
+        err.print(f"[red]error:[/red] {broker_failure(exc, get_settings().kafka_bootstrap)}")
         raise typer.Exit(code=1) from None
     killed = fleet.stop()
     summary_file = workdir / "summary.json"

@@ -17,6 +17,7 @@ from ..infra.topics import create_topics, describe_topics
 from . import audit as _audit
 from . import data as _data
 from .demo import demo
+from .errors import broker_failure
 from .simulate import app as simulate_app
 from .train import train
 
@@ -116,7 +117,7 @@ def topics_create() -> None:
     try:
         created = asyncio.run(create_topics(get_settings()))
     except Exception as exc:
-        raise _fail(f"{exc!r}; is the broker up? (safactory broker up)") from None
+        raise _fail(broker_failure(exc, get_settings().kafka_bootstrap)) from None
     for name, new in created.items():
         console.print(f"{'created' if new else 'exists '}  {name}")
 
@@ -130,7 +131,7 @@ def topics_list(
     try:
         rows = asyncio.run(describe_topics(get_settings()))
     except Exception as exc:
-        raise _fail(f"{exc!r}; is the broker up? (safactory broker up)") from None
+        raise _fail(broker_failure(exc, get_settings().kafka_bootstrap)) from None
     if as_json:
         console.print_json(json.dumps(rows))
         return

@@ -28,6 +28,7 @@ from ..infra import aio
 from ..infra.config import get_settings
 from ..infra.staleness import StalenessController
 from ..schemas import AttackPlan, EpisodeEnded, new_id
+from .errors import broker_failure
 
 app = typer.Typer(
     help="Run agents in environments; every step goes to sf.steps.", no_args_is_help=True
@@ -203,7 +204,7 @@ def run(
     except (EnvError, PolicyError) as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
-        raise _fail(f"{exc!r}; is the broker up? (safactory broker up)") from None
+        raise _fail(broker_failure(exc, get_settings().kafka_bootstrap)) from None
     _summary(ended)
 
 
@@ -357,4 +358,4 @@ def worker(
     except (EnvError, PolicyError) as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
-        raise _fail(f"{exc!r}; is the broker up? (safactory broker up)") from None
+        raise _fail(broker_failure(exc, get_settings().kafka_bootstrap)) from None

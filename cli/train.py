@@ -16,6 +16,7 @@ from rich.table import Table
 from ..infra import aio
 from ..infra.config import get_settings
 from ..trainer.config import ConfigError, Mode, TrainerConfig, load_config
+from .errors import broker_failure
 
 if TYPE_CHECKING:  # torch and transformers load only when a command needs them
     from ..trainer.learner import Learner
@@ -131,7 +132,7 @@ async def _run(
         else:
             stats = await trainer.run(max_updates=max_updates, idle_timeout=idle_exit)
     except (RuntimeError, KafkaError) as exc:
-        err.print(f"[red]error:[/red] {exc!r}; is the broker up? (safactory broker up)")
+        err.print(f"[red]error:[/red] {broker_failure(exc, get_settings().kafka_bootstrap)}")
         raise typer.Exit(code=1) from None
     if display is None:
         console.print(metrics_line(trainer))

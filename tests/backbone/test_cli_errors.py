@@ -1,0 +1,36 @@
+"""Commands that talk to Kafka say "cannot reach the broker" only when it could not be
+reached; other failures are named as what they are."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from aiokafka.errors import KafkaConnectionError
+
+from safactory.cli.errors import broker_failure
+
+
+def test_the_broker_hint_is_given_only_for_an_unreachable_broker() -> None:
+    down = broker_failure(KafkaConnectionError("Unable to bootstrap"), "127.0.0.1:1")
+    assert "cannot reach the Kafka broker at 127.0.0.1:1" in down
+    assert "safactory broker up" in down
+    bad = broker_failure(ValueError("config.toml: line 3: expected '='"), "127.0.0.1:1")
+    assert bad == "ValueError: config.toml: line 3: expected '='"
+    assert "broker" not in bad
+
+
+def test_a_command_against_a_closed_port_fails_in_one_line_without_a_traceback() -> None:
+    env = {**os.environ, "SF_KAFKA_BOOTSTRAP": "127.0.0.1:1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "safactory.cli.main", "topics", "list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1
+    assert "cannot reach the Kafka broker at 127.0.0.1:1" in said
+    assert "Traceback" not in done.stderr
