@@ -44,6 +44,7 @@ from own_episodes import own_records  # bench/ is on sys.path when this file is 
 
 from safactory.schemas import Decision
 from safactory.streams.audit import registry
+from safactory.streams.audit.batch import Metrics
 from safactory.streams.audit.checkers.models import HeadChecker
 from safactory.streams.audit.engine import AuditEngine
 from safactory.streams.audit.importers import AuditRecord, read_records
@@ -167,20 +168,14 @@ def roc_auc(y: np.ndarray, score: np.ndarray) -> float:
 def figures(rows: list[Outcome], tier: str) -> dict[str, float]:
     """n, precision, recall, F1, accuracy (percent) and ROC AUC of one tier on one source."""
     y = np.asarray([r.unsafe for r in rows], dtype=int)
-    pred = np.asarray([r.blocked[tier] for r in rows])
-    tp = float((pred & (y == 1)).sum())
-    fp = float((pred & (y == 0)).sum())
-    fn = float((~pred & (y == 1)).sum())
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    m = Metrics.of([r.unsafe for r in rows], [r.blocked[tier] for r in rows])
     return {
-        "n": len(y),
+        "n": m.n,
         "unsafe": int(y.sum()),
-        "precision": 100 * precision,
-        "recall": 100 * recall,
-        "f1": 100 * f1,
-        "accuracy": 100 * float((pred == (y == 1)).mean()),
+        "precision": m.precision,
+        "recall": m.recall,
+        "f1": m.f1,
+        "accuracy": m.accuracy,
         "auc": roc_auc(y, np.asarray([r.score[tier] for r in rows])),
     }
 
