@@ -150,7 +150,7 @@ def read_rjudge(file: Path) -> list[AuditRecord | SkippedRecord]:
     return [
         _read_one(
             lambda i=i, raw=raw: _rjudge_record(file, i, raw),
-            str(raw.get("id", i)) if isinstance(raw, dict) else str(i),
+            str(raw["id"]) if isinstance(raw, dict) and "id" in raw else f"{file.name}:{i}",
             f"{file}: record {i}",
         )
         for i, raw in enumerate(data)
@@ -161,7 +161,7 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
     where = f"{file}: record {index}"
     if not isinstance(raw, dict) or "contents" not in raw:
         raise ImportFormatError(f"{where}: missing field 'contents' (list of episodes of turns)")
-    record_id = str(raw.get("id", index))
+    record_id = str(raw["id"]) if "id" in raw else f"{file.name}:{index}"
     contents = raw["contents"]
     if isinstance(contents, list) and contents and all(isinstance(t, dict) for t in contents):
         contents = [contents]  # one episode written as a flat list of turns

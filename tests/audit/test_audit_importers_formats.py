@@ -393,3 +393,14 @@ def test_rjudge_agent_turn_holding_a_whole_react_run_becomes_one_step_per_call(t
     assert parsed.steps[1].messages[-1].content == "Now delete it."
     assert parsed.steps[2].action.text == "Final Answer: deleted."
     assert parsed.steps[2].messages[-1].content == "Done."
+
+
+def test_rjudge_records_without_an_id_never_share_one_with_another_record(tmp_path) -> None:
+    turns = [{"role": "user", "content": "hi"}, {"role": "agent", "action": "Reply"}]
+    path = tmp_path / "mixed.json"
+    path.write_text(
+        json.dumps(["not a record", {"id": "0", "contents": [turns]}, {"contents": [turns]}])
+    )
+    ids = [entry.id for entry in read_entries(path, "rjudge")]
+    assert ids == ["mixed.json:0", "0", "mixed.json:2"]
+    assert len(set(ids)) == 3
