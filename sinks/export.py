@@ -12,8 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..schemas import Trajectory
-from .lance import tag_versions
-from .query import Selection, open_table, where_clause
+from .query import QueryError, Selection, open_table, where_clause
 
 
 def chat_record(t: Trajectory) -> dict:
@@ -56,6 +55,13 @@ def export_trajectories(
         query = query.where(where)
     payloads = query.limit(None).to_arrow()["payload"].to_pylist()
     records = [chat_record(Trajectory.model_validate_json(p)) for p in payloads]
+    if tag:  # before the file is written: a tag that cannot be made leaves nothing behind
+        try:
+            table.tags.create(tag, version)
+        except RuntimeError as exc:  # lance: "Ref conflict error: tag … already exists"
+            raise QueryError(
+                f"--tag {tag!r}: {exc}; choose a tag not used yet (tags keep versions)"
+            ) from None
     out.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "jsonl":
         with out.open("w", encoding="utf-8") as fh:
@@ -71,7 +77,6 @@ def export_trajectories(
             }),
             out,
         )  # fmt: skip
-    tagged = tag_versions(db_path, tag, ["trajectories"]) if tag else {}
     facts = {
         "file": str(out),
         "format": fmt,
@@ -82,7 +87,7 @@ def export_trajectories(
         "policy_versions": sorted({r["metadata"]["policy_version"] for r in records}),
         "source": f"{Path(db_path).resolve()} table trajectories",
         "lancedb_version": version,
-        "lancedb_tag": tag if tagged else None,
+        "lancedb_tag": tag,
         "selection": sel.describe() + ("" if min_reward is None else f" AND reward>={min_reward}"),
         "exported_at": time.time(),
     }

@@ -120,3 +120,11 @@ def test_a_missing_database_folder_is_an_error_and_is_not_created(tmp_path: Path
         said = " ".join(result.output.split())  # rich wraps long lines
         assert result.exit_code == 1 and "no LanceDB database there" in said
         assert not missing.exists()
+
+
+def test_a_tag_already_used_fails_before_the_file_is_written(db: Path, tmp_path: Path) -> None:
+    _cli("export", "--db", str(db), "--out", str(tmp_path / "a.jsonl"), "--tag", "once")
+    again = tmp_path / "b.jsonl"
+    result = runner.invoke(app, ["export", "--db", str(db), "--out", str(again), "--tag", "once"])
+    assert result.exit_code == 1 and "choose a tag not used yet" in " ".join(result.output.split())
+    assert not again.exists()
