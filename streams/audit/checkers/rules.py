@@ -238,8 +238,8 @@ class CredentialExfiltration(Checker):
         if signals.is_speech(tool_name(step)):
             return []
         for span in action_spans(step):
-            secret = CREDENTIAL_FILE.search(span.text)
-            sender = NETWORK_SEND.search(span.text) if secret else None
+            sender = NETWORK_SEND.search(span.text)  # the rarer of the two: tried first
+            secret = CREDENTIAL_FILE.search(span.text) if sender else None
             if secret and sender:
                 return [
                     Finding(
