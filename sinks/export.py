@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..schemas import Trajectory
+from .lance import tag_versions
 from .query import QueryError, Selection, open_table, where_clause
 
 
@@ -57,7 +58,7 @@ def export_trajectories(
     records = [chat_record(Trajectory.model_validate_json(p)) for p in payloads]
     if tag:  # before the file is written: a tag that cannot be made leaves nothing behind
         try:
-            table.tags.create(tag, version)
+            tag_versions(db_path, tag, ["trajectories"], {"trajectories": version})
         except RuntimeError as exc:  # lance: "Ref conflict error: tag … already exists"
             raise QueryError(
                 f"--tag {tag!r}: {exc}; choose a tag not used yet (tags keep versions)"

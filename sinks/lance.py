@@ -140,13 +140,21 @@ class LanceSink(BatchSink):
             self.table(name).optimize(cleanup_older_than=keep_versions_for)
 
 
-def tag_versions(path: str | Path, tag: str, tables: list[str] | None = None) -> dict[str, int]:
-    """Tag the current version of each table (e.g. the data a training run used), so that
-    cleanup keeps it and ``checkout(tag)`` reproduces it. Returns table → version."""
+def tag_versions(
+    path: str | Path,
+    tag: str,
+    tables: list[str] | None = None,
+    versions: dict[str, int] | None = None,
+) -> dict[str, int]:
+    """Tag a version of each table (e.g. the data a training run used), so that cleanup
+    keeps it and ``checkout(tag)`` reproduces it: the version given in ``versions`` (the one
+    a reader used), else the current one. Returns table → version. A tag already in use
+    raises lance's ``RuntimeError`` ("Ref conflict error")."""
     db = open_db(path)
     tagged = {}
     for name in tables or db.list_tables().tables:
         table = db.open_table(name)
-        table.tags.create(tag, table.version)
-        tagged[name] = table.version
+        version = (versions or {}).get(name, table.version)
+        table.tags.create(tag, version)
+        tagged[name] = version
     return tagged

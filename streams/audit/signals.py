@@ -314,6 +314,13 @@ REFUSAL = re.compile(
 )
 
 
+@lru_cache(maxsize=16384)
+def refuses(text: str) -> bool:
+    """``text`` declines ("I can't help with that"); cached, as every later step rereads the
+    agent's earlier replies."""
+    return bool(REFUSAL.search(text))
+
+
 _ADDRESSED = re.compile(
     r"\b(you|your|please|kindly|must|should|ignore|instead|do not|don't|never|always)\b|"
     r"(^|[.!?:\n\"]\s*)(send|forward|transfer|email|visit|go|click|make|write|create|delete|"

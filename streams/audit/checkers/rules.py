@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from functools import lru_cache
 from typing import ClassVar
 
 from ....schemas import Evidence, Severity, Step
@@ -52,7 +51,7 @@ class PatternChecker(Checker):
         for span in self.spans(step):
             if span.field == "action.tool_call" and speech and self.acts_only:
                 continue
-            if span.field.startswith("action") and refusing(span.text):
+            if span.field.startswith("action") and signals.refuses(span.text):
                 continue  # declining the harmful thing names it without doing it
             for index, match in matcher.search(span.text):
                 label, _, severity = self.patterns[index]
@@ -71,12 +70,6 @@ class PatternChecker(Checker):
                         (evidence(span, match),),
                     )
         return list(findings.values())
-
-
-@lru_cache(maxsize=8192)
-def refusing(text: str) -> bool:
-    """What the agent wrote declines ("I cannot assist with creating ransomware")."""
-    return bool(signals.REFUSAL.search(text))
 
 
 def reports(reply: str, hit: str, step: Step, context: list[Step]) -> bool:
