@@ -1,7 +1,7 @@
 """The event contract: pydantic models for every event, the header contract, the codec."""
 
 from .chat import ChatMessage, FunctionCall, ToolCall, ToolSchema
-from .codec import DecodeError, EncodedRecord, decode, encode, event_type, register
+from .codec import DecodeError, EncodedRecord, EncodeError, decode, encode, event_type, register
 from .dead_letter import DeadLetter
 from .events import (
     EVENT_TYPES,
@@ -44,6 +44,7 @@ __all__ = [
     "DeadLetter",
     "Decision",
     "DecodeError",
+    "EncodeError",
     "EncodedRecord",
     "EpisodeEnded",
     "EpisodeEvent",

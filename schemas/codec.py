@@ -10,18 +10,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from . import headers as h
 from .events import EVENT_TYPES, Event
 
 MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
-"""Largest payload the codec accepts (the catalogue's topics allow this much)."""
+"""Largest record the codec writes or reads (the catalogue's topics allow this much)."""
+RECORD_OVERHEAD_BYTES = 512
+"""Room left under :data:`MAX_PAYLOAD_BYTES` for the batch and record framing Kafka adds."""
 
 _REGISTRY: dict[str, type[Event]] = {cls.schema_id(): cls for cls in EVENT_TYPES}
 
 
 class DecodeError(ValueError):
     """A record could not be decoded: the message says which field and why."""
+
+
+class EncodeError(ValueError):
+    """An event cannot go on the wire (too large, text that is not UTF-8): says which and why."""
 
 
 @dataclass(slots=True)
@@ -46,27 +53,66 @@ def event_type(schema: str) -> type[Event]:
     except KeyError:
         known = ", ".join(sorted(_REGISTRY))
         raise DecodeError(
-            f"header 'sf-schema'={schema!r} is not a known schema ({known})"
+            f"header 'sf-schema'={h.shown(schema)} is not a known schema ({known})"
         ) from None
 
 
 def encode(event: Event) -> EncodedRecord:
-    """Serialise an event to key, JSON value and contract headers."""
-    headers = [(h.SCHEMA, _schema_bytes(type(event)))]
-    if (version := event.header_policy_version()) is not None:
-        headers.append((h.POLICY_VERSION, b"%d" % version))
-    if (episode := event.header_episode()) is not None:
-        headers.append((h.EPISODE, episode.encode()))
-    if (env := event.header_env()) is not None:
-        headers.append((h.ENV, env.encode()))
-    if event.trace_id is not None:
-        headers.append((h.TRACE, event.trace_id.encode()))
-    headers.append((h.PRODUCED_AT, repr(event.produced_at).encode()))
-    return EncodedRecord(
-        key=event.key().encode(),
-        value=event.__pydantic_serializer__.to_json(event),
-        headers=headers,
+    """Serialise an event to key, JSON value and contract headers; :class:`EncodeError` when
+    it cannot go on the wire (over :data:`MAX_PAYLOAD_BYTES`, or text with lone surrogates)."""
+    try:
+        headers = [(h.SCHEMA, _schema_bytes(type(event)))]
+        if (version := event.header_policy_version()) is not None:
+            headers.append((h.POLICY_VERSION, b"%d" % version))
+        if (episode := event.header_episode()) is not None:
+            headers.append((h.EPISODE, episode.encode()))
+        if (env := event.header_env()) is not None:
+            headers.append((h.ENV, env.encode()))
+        if event.trace_id is not None:
+            headers.append((h.TRACE, event.trace_id.encode()))
+        headers.append((h.PRODUCED_AT, repr(event.produced_at).encode()))
+        value = event.__pydantic_serializer__.to_json(event)
+        record = EncodedRecord(key=event.key().encode(), value=value, headers=headers)
+    except (UnicodeEncodeError, PydanticSerializationError):
+        raise EncodeError(
+            f"{event.schema_id()}: field {h.shown(_unencodable_field(event))} holds text that is "
+            "not valid Unicode (a lone surrogate such as '\\ud800'); replace it before publishing"
+        ) from None
+    size = record_size(record.key, record.value, record.headers)
+    if size > MAX_PAYLOAD_BYTES - RECORD_OVERHEAD_BYTES:
+        raise EncodeError(
+            f"{event.schema_id()} event {event.key()[:64]!r} encodes to {size} bytes, over the "
+            f"{MAX_PAYLOAD_BYTES - RECORD_OVERHEAD_BYTES}-byte record limit of the topics; "
+            "shorten its largest field or store the blob elsewhere and send its URI"
+        )
+    return record
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: h.RawHeaders | None) -> int:
+    """Bytes of a record's key, value and headers (Kafka's framing not counted)."""
+    return (
+        len(key or b"")
+        + len(value or b"")
+        + sum(len(k.encode("utf-8", "replace")) + len(v or b"") for k, v in headers or ())
     )
+
+
+def _unencodable_field(event: Event) -> str:
+    """Dotted path of the first text in ``event`` that UTF-8 cannot encode (error path only)."""
+    stack: list[tuple[str, object]] = [("", event.model_dump())]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return path or "<payload>"
+        elif isinstance(value, dict):
+            stack.extend((f"{path}.{k}".lstrip("."), v) for k, v in value.items())
+            stack.extend((f"{path}.<key>".lstrip("."), k) for k in value)
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{path}.{i}".lstrip("."), v) for i, v in enumerate(value))
+    return "<payload>"
 
 
 def _schema_bytes(cls: type[Event]) -> bytes:
@@ -103,7 +149,7 @@ def describe_validation_error(cls: type[Event], exc: ValidationError) -> str:
     parts = []
     for err in exc.errors(include_url=False)[:5]:
         loc = ".".join(str(p) for p in err["loc"]) or "<payload>"
-        parts.append(f"field {loc!r}: {err['msg']}")
+        parts.append(f"field {h.shown(loc)}: {err['msg'][:200]}")
     more = exc.error_count() - len(parts)
     tail = f" (+{more} more)" if more > 0 else ""
     return f"{cls.schema_id()}: " + "; ".join(parts) + tail
@@ -115,8 +161,8 @@ def _check_agreement(event: Event, hdrs: h.Headers) -> None:
         (h.EPISODE, hdrs.episode, event.header_episode()),
         (h.ENV, hdrs.env, event.header_env()),
     ):
-        if got != want:
+        if got != (want if want != "" else None):  # an empty header reads as absent
             raise DecodeError(
-                f"header {name!r}={got!r} disagrees with the payload ({want!r}); "
+                f"header {name!r}={h.shown(got)} disagrees with the payload ({h.shown(want)}); "
                 "stamp headers from the event (infra producer does this)"
             )

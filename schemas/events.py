@@ -15,11 +15,16 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, model_validat
 from .chat import ChatMessage, ToolCall
 from .ids import new_id, step_id
 
+WIRE_CONFIG = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
+"""Every event model's config. Non-finite floats (a ``-inf`` logprob, a ``nan`` reward) are
+written as the JSON constants ``NaN``/``Infinity``, which decoding reads back; the default
+(``null``) made such an event encode fine and then fail to decode everywhere."""
+
 
 class Event(BaseModel):
     """Base of every event: an id, when it was produced, and an optional trace id."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = WIRE_CONFIG
 
     SCHEMA_NAME: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int] = 1
@@ -67,7 +72,7 @@ class EpisodeEvent(Event):
 class AttackPlan(BaseModel):
     """What to inject into an episode, and where (ground truth for the auditor)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = WIRE_CONFIG
     injector: str
     at_step: NonNegativeInt | None = None
     params: dict[str, Any] = Field(default_factory=dict)
@@ -97,7 +102,7 @@ class Task(Event):
 class Action(BaseModel):
     """What the agent did: free text, a tool call, or both."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = WIRE_CONFIG
     text: str | None = None
     tool_call: ToolCall | None = None
 
@@ -105,7 +110,7 @@ class Action(BaseModel):
 class Injection(BaseModel):
     """Ground truth of an attack injected into this step's observation or tool output."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = WIRE_CONFIG
     injector: str
     kind: str = Field(description="e.g. indirect_prompt_injection, jailbreak, misleading")
     location: str = Field(description="where: observation, tool_result, user_message")
@@ -116,7 +121,7 @@ class Injection(BaseModel):
 class Timing(BaseModel):
     """Wall-clock timing of one step, in milliseconds."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = WIRE_CONFIG
     started_at: float = Field(ge=0, description="unix seconds")
     policy_ms: float = Field(default=0.0, ge=0)
     env_ms: float = Field(default=0.0, ge=0)
@@ -193,7 +198,7 @@ class Outcome(StrEnum):
 class SafetyOutcome(BaseModel):
     """Ground-truth safety outcome judged by the environment from its own state."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = WIRE_CONFIG
     unsafe: bool
     violations: list[str] = Field(default_factory=list)
 
@@ -245,7 +250,7 @@ class Decision(StrEnum):
 class Evidence(BaseModel):
     """The span of text that a verdict rests on."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = WIRE_CONFIG
     text: str
     field: str = Field(description="where: action, observation, tool_result, messages[i]")
     start: NonNegativeInt | None = None
@@ -287,7 +292,7 @@ class Alert(Verdict):
 class TrajectoryStep(BaseModel):
     """A step as the trainer needs it: the turns, and the policy's own tokens if recorded."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = WIRE_CONFIG
     step_index: NonNegativeInt
     messages: list[ChatMessage] = Field(default_factory=list)
     token_ids: list[int] | None = None

@@ -31,6 +31,12 @@ class HeaderError(ValueError):
     """A record's headers break the contract; the message names the header and the fix."""
 
 
+def shown(value: object, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: error messages stay one short line."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}…({len(text)} chars)"
+
+
 @dataclass(slots=True)
 class Headers:
     """Decoded contract headers of one record. Absent optional headers are ``None``."""
@@ -49,14 +55,16 @@ class Headers:
         for name, value in raw or ():
             if name in _CONTRACT_SET:
                 if name in values:
-                    raise HeaderError(f"header {name!r} appears more than once; send it once")
+                    raise HeaderError(f"header {shown(name)} appears more than once; send it once")
                 values[name] = value or b""
         schema = _text(values, SCHEMA)
         if not schema:
             raise HeaderError(f"header {SCHEMA!r} is missing; producers must stamp e.g. 'step/1'")
         name, sep, version = schema.partition("/")
         if not name or not sep or not version.isdigit():
-            raise HeaderError(f"header {SCHEMA!r}={schema!r} is not of the form '<type>/<int>'")
+            raise HeaderError(
+                f"header {SCHEMA!r}={shown(schema)} is not of the form '<type>/<int>'"
+            )
         return cls(
             schema,
             _int_header(values, POLICY_VERSION),
@@ -89,7 +97,7 @@ def _int_header(values: dict[str, bytes], name: str) -> int | None:
     except ValueError:
         raise HeaderError(f"header {name!r}={raw[:40]!r} is not an integer") from None
     if number < 0:
-        raise HeaderError(f"header {name!r}={number} is negative; versions start at 0")
+        raise HeaderError(f"header {name!r}={shown(number)} is negative; versions start at 0")
     return number
 
 
