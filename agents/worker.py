@@ -90,7 +90,7 @@ class PolicyWatcher:
         self.changed = asyncio.Event()
         self._consumer = EventConsumer(
             ["policy"],
-            group_id=f"{DEFAULT_GROUP}-policy-{worker_id}",
+            group_id=settings.group(f"{DEFAULT_GROUP}-policy-{worker_id}"),
             handler=self._on,
             settings=settings,
         )
@@ -137,7 +137,9 @@ class SimulationWorker:
         worker_id: str | None = None,
         on_done: Callable[[EpisodeResult], None] | None = None,
     ) -> None:
-        self.settings, self.policy, self.group_id = settings, policy, group_id
+        self.settings, self.policy = settings, policy
+        self.group_id = settings.group(group_id)
+        """The task group: ``group_id`` scoped by the topic prefix (``Settings.group``)."""
         self.concurrency = concurrency
         self.pool_size = pool_size or concurrency
         self.staleness = staleness or StalenessController(max_in_flight=concurrency)

@@ -34,9 +34,9 @@ def _fail(message: str) -> typer.Exit:
 
 def sink(
     db: DbOption = Path(DEFAULT_DB),
-    group: Annotated[str, typer.Option(help="consumer group; one sink group per database")] = (
-        "safactory-sink"
-    ),
+    group: Annotated[
+        str, typer.Option(help="consumer group, one per database (scoped by the topic prefix)")
+    ] = "safactory-sink",
     embed: Annotated[
         bool, typer.Option(help="embed step and skill text with MiniLM for --like search")
     ] = True,
@@ -282,6 +282,7 @@ def export(
     console.print(f"wrote {facts['records']} trajectories to {out}; card {card_path(out)}")
 
 
+GROUP_HELP = "consumer group (scoped by the topic prefix: NAME-<prefix> unless it is sf.)"
 IdleOpt = Annotated[
     float | None, typer.Option(help="exit after this many idle seconds (backfills)")
 ]
@@ -295,7 +296,7 @@ def score(
             "(default: no LM components)"
         ),
     ] = None,
-    group: Annotated[str, typer.Option(help="consumer group")] = "safactory-scorer",
+    group: Annotated[str, typer.Option(help=GROUP_HELP)] = "safactory-scorer",
     idle_exit: IdleOpt = None,
 ) -> None:
     """Score trajectories' data value onto sf.scores.
@@ -320,7 +321,7 @@ def score(
 
 
 def skills(
-    group: Annotated[str, typer.Option(help="consumer group")] = "safactory-skills",
+    group: Annotated[str, typer.Option(help=GROUP_HELP)] = "safactory-skills",
     verdict_wait: Annotated[
         float, typer.Option(help="seconds to wait for a trajectory's verdicts")
     ] = 30.0,

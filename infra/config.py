@@ -82,6 +82,14 @@ class Settings(BaseSettings):
         """Full topic name of catalogue entry ``name`` (``steps`` → ``sf.steps``)."""
         return f"{self.topic_prefix}{name}"
 
+    def group(self, name: str) -> str:
+        """Consumer group ``name`` of this deployment: ``name`` itself under the default
+        ``sf.`` prefix, ``name-<prefix>`` under any other (``audit`` → ``audit-team1`` for
+        ``team1.``), so deployments sharing a cluster under different topic prefixes never
+        join one group, share offsets or rebalance each other."""
+        prefix = self.topic_prefix.strip(".")
+        return name if prefix == "sf" else f"{name}-{prefix}"
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

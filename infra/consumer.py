@@ -1,12 +1,13 @@
 """The event consumer: decode, hand good events on, dead-letter the rest, commit after.
 
-Anything that cannot be decoded or validated goes to the dead-letter topic with ``sf-error``
-and its origin in headers, and the consumer carries on. A handler that keeps failing after
-retries sends its record to the dead-letter topic too, so one poison record never stalls a
-partition. Offsets are committed only after every record up to them was handled or
-dead-lettered and those dead letters were acknowledged: delivery is at-least-once. Commits
-are batched on an interval (``commit_interval_ms``; 0 = after every poll), on rebalance and
-on stop, since one commit round trip costs more than decoding hundreds of records.
+Anything that cannot be decoded or validated goes to the dead-letter topic with ``sf-error``,
+its origin and this consumer's group (``sf-origin-group``) in headers, and the consumer
+carries on. A handler that keeps failing after retries sends its record to the dead-letter
+topic too, so one poison record never stalls a partition. Offsets are committed only after
+every record up to them was handled or dead-lettered and those dead letters were
+acknowledged: delivery is at-least-once. Commits are batched on an interval
+(``commit_interval_ms``; 0 = after every poll), on rebalance and on stop, since one commit
+round trip costs more than decoding hundreds of records.
 """
 
 from __future__ import annotations
@@ -251,7 +252,7 @@ class EventConsumer:
         self.stats.dead_lettered += 1
         kind = reason.split(":", 1)[0]
         self.stats.reasons[kind] = self.stats.reasons.get(kind, 0) + 1
-        wire = DeadLetter.wire_headers(headers, reason, topic, partition, offset)
+        wire = DeadLetter.wire_headers(headers, reason, topic, partition, offset, self.group_id)
         return await self._dlq.send_raw(self.dlq_topic, key=key, value=value, headers=wire)
 
 

@@ -23,6 +23,7 @@ class SinkOptions:
 
     db_path: Path
     group_id: str = "safactory-sink"
+    """Scoped by the topic prefix (``Settings.group``): one sink group per database."""
     topics: tuple[str, ...] = TOPICS
     max_records: int = 1000
     maintain_every_s: float = 300.0
@@ -38,8 +39,8 @@ async def run_sink(
     for name in sink.tables():
         sink.watermark(name)  # resume point, read once
     consumer = EventConsumer(
-        options.topics, options.group_id, batch_handler=sink.handle, settings=settings,
-        max_records=options.max_records,
+        options.topics, settings.group(options.group_id), batch_handler=sink.handle,
+        settings=settings, max_records=options.max_records,
     )  # fmt: skip
     loop = asyncio.get_running_loop()
     last_record = last_maintained = loop.time()

@@ -54,17 +54,12 @@ DECODED_CACHE_SIZE = 10_000
 YIELD_EVERY_S = 0.005
 """Longest stretch of auditing without letting the producer send what is ready."""
 SEP = b"\0"
+GROUP = "audit"
+"""The auditors' consumer group (scoped by the topic prefix, ``Settings.group``)."""
 
 
 class NotAStep(ValueError):
     """A decodable event that is not a step arrived on the steps topic."""
-
-
-def group_id(settings: Settings) -> str:
-    """The auditors' consumer group: one per topic prefix, so deployments sharing a cluster
-    under different prefixes never share offsets or context."""
-    prefix = settings.topic_prefix.strip(".")
-    return "audit" if prefix == "sf" else f"audit-{prefix}"
 
 
 def changelog_topic(settings: Settings) -> str:
@@ -118,7 +113,7 @@ class AuditWorker:
         async with EventProducer(self.settings) as producer:
             self._producer = producer
             consumer = EventConsumer(
-                ["steps"], group_id(self.settings), batch_handler=self._audit_batch,
+                ["steps"], self.settings.group(GROUP), batch_handler=self._audit_batch,
                 settings=self.settings, dlq_producer=producer, on_assigned=self._restore,
             )  # fmt: skip
             self._consumer = consumer
@@ -126,7 +121,7 @@ class AuditWorker:
                 loop.add_signal_handler(sig, consumer.request_stop)
             async with consumer:
                 aio.tune_gc()
-                log.warning("audit worker ready: group %s", group_id(self.settings))
+                log.warning("audit worker ready: group %s", self.settings.group(GROUP))
                 await consumer.run()
         log.warning("audit worker stopped: %d steps, %d verdicts, %d alerts",
                     self.steps_seen, self.verdicts_sent, self.alerts_sent)  # fmt: skip

@@ -37,7 +37,8 @@ async def run_scorer(
     idle_timeout_s: float | None = None,
     max_records: int = 200,
 ) -> ScorerStats:
-    """Score trajectories until stopped (or idle for ``idle_timeout_s``)."""
+    """Score trajectories until stopped (or idle for ``idle_timeout_s``); ``group_id`` is
+    scoped by the topic prefix (``Settings.group``)."""
     stats = ScorerStats()
     chosen = weights or Weights()
     async with EventProducer(settings) as producer:
@@ -52,7 +53,7 @@ async def run_scorer(
             stats.scored += len(scored)
             stats.batches += 1
 
-        consumer = EventConsumer(["trajectories"], group_id, batch_handler=handle,
+        consumer = EventConsumer(["trajectories"], settings.group(group_id), batch_handler=handle,
                                  settings=settings, max_records=max_records)  # fmt: skip
         async with consumer:
             await consumer.run(idle_timeout=idle_timeout_s)

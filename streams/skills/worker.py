@@ -60,7 +60,8 @@ async def run_skills(
     verdict_wait_s: float = 30.0,
     idle_timeout_s: float | None = None,
 ) -> SkillsStats:
-    """Distil and publish skills until stopped (or idle for ``idle_timeout_s``)."""
+    """Distil and publish skills until stopped (or idle for ``idle_timeout_s``); ``group_id``
+    is scoped by the topic prefix (``Settings.group``)."""
     stats = SkillsStats(known_at_start=await load_known_skills(settings, library))
     join = _Join()
     async with EventProducer(settings) as producer:
@@ -87,7 +88,8 @@ async def run_skills(
                     del join.waiting[episode]
                     await distil(t, complete)
 
-        consumer = EventConsumer(["trajectories", "verdicts"], group_id, batch_handler=handle,
+        consumer = EventConsumer(["trajectories", "verdicts"], settings.group(group_id),
+                                 batch_handler=handle,
                                  settings=settings)  # fmt: skip
         async with consumer:
             await consumer.run(idle_timeout=idle_timeout_s)

@@ -201,3 +201,36 @@ async def test_failing_handler_dead_letters_and_goes_on(
         assert handled == [0, 1, 3, 4]
         assert consumer.stats.dead_lettered == 1
         assert consumer.stats.reasons == {"handler": 1}
+
+
+async def test_each_group_dead_letters_its_own_copy_and_says_so(
+    topics: Settings, producer: EventProducer
+) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    steps_topic = topics.topic("steps")
+    await producer.send_raw(steps_topic, key=b"ep-x", value=b"{not json", headers=[])
+    groups = [topics.group(name) for name in ("audit", "assemble", "safactory-sink")]
+
+    async def ignore(d: Delivery) -> None:
+        pass
+
+    for group in groups:
+        async with EventConsumer(["steps"], group, handler=ignore, settings=topics) as consumer:
+            while consumer.stats.dead_lettered < 1:
+                await consumer.poll_once(timeout_ms=3000)
+    reader = AIOKafkaConsumer(topics.topic("dlq"), bootstrap_servers=topics.kafka_bootstrap,
+                              auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
+    await reader.start()
+    letters: list[s.DeadLetter] = []
+    try:
+        while len(letters) < len(groups):
+            batch = await reader.getmany(timeout_ms=3000)
+            assert batch, f"only {len(letters)} dead letters arrived"
+            for records in batch.values():
+                letters += [s.DeadLetter.from_record(r.key, r.value, r.headers) for r in records]
+    finally:
+        await reader.stop()
+    assert {(x.origin_topic, x.origin_offset) for x in letters} == {(steps_topic, 0)}
+    assert sorted(x.origin_group or "" for x in letters) == sorted(groups)
+    assert all(h.ORIGIN_GROUP not in dict(x.headers) for x in letters)

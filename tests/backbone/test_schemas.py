@@ -102,3 +102,6 @@ def test_dead_letter_headers_round_trip() -> None:
         "decode: bad", "sf.steps", 2, 41,
     )  # fmt: skip
     assert letter.headers == original
+    assert letter.origin_group is None  # written without a group
+    grouped = s.DeadLetter.wire_headers(original, "decode: bad", "sf.steps", 2, 41, "audit-t1")
+    assert s.DeadLetter.from_record(b"k", b"v", grouped).origin_group == "audit-t1"
