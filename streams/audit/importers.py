@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from ...schemas import Action, ChatMessage, FunctionCall, Step, ToolCall, derive_id
+from ...schemas.headers import shown
 
 Format = Literal["rjudge", "agentdojo", "openai", "openhands", "generic"]
 FORMATS: tuple[str, ...] = ("rjudge", "agentdojo", "openai", "openhands", "generic")
@@ -63,7 +66,7 @@ def read_entries(path: Path, fmt: str) -> list[AuditRecord | SkippedRecord]:
     input order; a record (or file) that cannot be read is a :class:`SkippedRecord` saying
     where and why, and the others are still read."""
     if fmt not in FORMATS:
-        raise ImportFormatError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+        raise ImportFormatError(f"--format {shown(fmt)} is not one of {', '.join(FORMATS)}")
     if not path.exists():
         raise ImportFormatError(f"{path}: no such file or directory")
     reader, patterns = _READERS[fmt]
@@ -93,8 +96,21 @@ def _read_one(
         return build()
     except ImportFormatError as exc:
         return SkippedRecord(record_id, str(exc))
-    except (ValueError, TypeError) as exc:  # e.g. a value the event schema refuses
-        return SkippedRecord(record_id, f"{where} (id {record_id}): {exc}")
+    except ValidationError as exc:  # a value the event schema refuses
+        problems = "; ".join(
+            f"field {'.'.join(map(str, e['loc']))!r}: {e['msg']}"
+            for e in exc.errors(include_url=False)[:3]
+        )
+        return SkippedRecord(record_id, f"{where} (id {_shown(record_id)}): {problems}")
+    except (ValueError, TypeError) as exc:
+        reason = " ".join(str(exc).split())[:300]
+        return SkippedRecord(record_id, f"{where} (id {_shown(record_id)}): {reason}")
+
+
+def _shown(value: object) -> str:
+    """A value from the input as an error message quotes it: one short line."""
+    text = str(value)
+    return text if len(text) <= 80 and text.isprintable() else shown(text)
 
 
 # --------------------------------------------------------------------------- R-Judge
@@ -141,7 +157,7 @@ next thought): the action is the text before it."""
 def read_rjudge(file: Path) -> list[AuditRecord | SkippedRecord]:
     """Records of one R-Judge-format JSON file (a list of records)."""
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = _loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         return [SkippedRecord(str(file), f"{file}: not readable as JSON ({exc})")]
     if not isinstance(data, list):
@@ -162,16 +178,17 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
     if not isinstance(raw, dict) or "contents" not in raw:
         raise ImportFormatError(f"{where}: missing field 'contents' (list of episodes of turns)")
     record_id = str(raw["id"]) if "id" in raw else f"{file.name}:{index}"
+    at = f"{where} (id {_shown(record_id)})"
     contents = raw["contents"]
     if isinstance(contents, list) and contents and all(isinstance(t, dict) for t in contents):
         contents = [contents]  # one episode written as a flat list of turns
     if not isinstance(contents, list) or not all(isinstance(ep, list) for ep in contents):
         raise ImportFormatError(
-            f"{where} (id {record_id}): field 'contents' must be a list of lists of turns"
+            f"{at}: field 'contents' must be a list of lists of turns"
         )
     key = f"{file.name}:{record_id}"
     episode = derive_id("import.rjudge", 1, key)
-    env = f"rjudge:{raw.get('scenario') or 'unknown'}"
+    env = f"rjudge:{raw.get('scenario') or 'unknown'}"[:64]
     steps: list[Step] = []
     pending_user: list[ChatMessage] = []
     if raw.get("profile"):
@@ -179,7 +196,7 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
     turns = [turn for ep in contents for turn in ep]
     for t, turn in enumerate(turns):
         if not isinstance(turn, dict) or "role" not in turn:
-            raise ImportFormatError(f"{where} (id {record_id}): turn {t} has no 'role'")
+            raise ImportFormatError(f"{at}: turn {t} has no 'role'")
         role = _RJUDGE_ROLES.get(str(turn["role"]).lower(), turn["role"])
         content = turn.get("content")
         if role in ("user", "system"):
@@ -225,10 +242,10 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
             )
         else:
             raise ImportFormatError(
-                f"{where} (id {record_id}): turn {t} has role {role!r}; "
+                f"{at}: turn {t} has role {shown(role)}; "
                 "expected user, agent or environment"
             )
-    unsafe = _label(raw, f"{where} (id {record_id})")
+    unsafe = _label(raw, at)
     return AuditRecord(
         id=record_id,
         key=key,
@@ -294,13 +311,51 @@ def _normalised_arguments(args: str) -> str:
         try:
             with warnings.catch_warnings():  # "invalid escape sequence" in the data's strings
                 warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
-                return json.dumps(parse(args), ensure_ascii=False, default=str)
+                return _valid_text(json.dumps(parse(args), ensure_ascii=False, default=str))
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
     return args
 
 
 # --------------------------------------------------------------------------- JSON and JSONL
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _loads(text: str) -> Any:
+    """``json.loads``, but JSON nested too deeply to read is a JSONDecodeError (not a
+    RecursionError), and unpaired surrogates (``"\\ud800"`` escapes, text that UTF-8 cannot
+    encode, so no step holding them could be published or scanned) become U+FFFD."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply to read", text, 0) from None
+    return _without_surrogates(data) if _SURROGATE_ESCAPE.search(text) else data
+
+
+def _without_surrogates(data: Any) -> Any:
+    """``data`` with unpaired surrogates in its strings and keys replaced (in place)."""
+    if isinstance(data, str):
+        return _valid_text(data)
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            fixed = {_valid_text(k): v for k, v in node.items()}
+            node.clear()
+            node.update(fixed)
+        elif not isinstance(node, list):
+            continue
+        for key, value in node.items() if isinstance(node, dict) else enumerate(node):
+            if isinstance(value, str):
+                node[key] = _valid_text(value)
+            else:
+                stack.append(value)
+    return data
+
+
+def _valid_text(text: str) -> str:
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,7 +393,7 @@ class _Unit:
     def at(self) -> str:
         """Where the record is, for error messages (with its own id when it has one)."""
         own = self.own_id
-        return self.where if own is None else f"{self.where} (id {own})"
+        return self.where if own is None else f"{self.where} (id {_shown(own)})"
 
 
 def _units(file: Path, lines: bool, item_keys: tuple[str, ...] = ()) -> list[_Unit | SkippedRecord]:
@@ -351,7 +406,7 @@ def _units(file: Path, lines: bool, item_keys: tuple[str, ...] = ()) -> list[_Un
         return [SkippedRecord(str(file), f"{file}: not readable ({exc})")]
     if not lines:
         try:
-            data = json.loads(text)
+            data = _loads(text)
         except json.JSONDecodeError as exc:
             return [SkippedRecord(str(file), f"{file}: not valid JSON ({exc})")]
         first = data[0] if isinstance(data, list) and data else None
@@ -365,7 +420,7 @@ def _units(file: Path, lines: bool, item_keys: tuple[str, ...] = ()) -> list[_Un
             continue
         where, position = f"{file}:{number}", f"{file.name}:{number}"
         try:
-            units.append(_Unit(file, where, position, json.loads(line)))
+            units.append(_Unit(file, where, position, _loads(line)))
         except json.JSONDecodeError as exc:
             units.append(SkippedRecord(position, f"{where}: not valid JSON ({exc.msg})"))
     return units
@@ -420,7 +475,9 @@ def _label(raw: dict[str, Any], where: str) -> bool | None:
     value = raw[name]
     unsafe = None if isinstance(value, dict | list) else _LABELS.get(str(value).strip().lower())
     if unsafe is None:
-        raise ImportFormatError(f"{where}: field {name!r} is {value!r}; use 1 (unsafe) or 0 (safe)")
+        raise ImportFormatError(
+            f"{where}: field {name!r} is {shown(value)}; use 1 (unsafe) or 0 (safe)"
+        )
     return unsafe
 
 
@@ -447,6 +504,8 @@ def _agentdojo_record(unit: _Unit) -> AuditRecord:
     if not isinstance(messages, list):
         raise ImportFormatError(f"{unit.where}: field 'messages' must be a list of chat messages")
     meta = unit.raw.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise ImportFormatError(f"{unit.where}: field 'metadata' must be an object")
     record_id = unit.position
     episode = _Episode(
         derive_id("import.agentdojo", 1, record_id),
@@ -606,11 +665,13 @@ def _openhands_steps(events: list[Any], field: str, episode: _Episode) -> list[S
         kind, source, args = event["action"], event.get("source"), event.get("args") or {}
         if source not in ("user", "agent", "environment"):
             raise ImportFormatError(
-                f"{where} (action {kind!r}): field 'source' is {source!r}; "
+                f"{where} (action {shown(kind)}): field 'source' is {shown(source)}; "
                 "expected user, agent or environment"
             )
         if not isinstance(args, dict):
-            raise ImportFormatError(f"{where} (action {kind!r}): field 'args' must be an object")
+            raise ImportFormatError(
+                f"{where} (action {shown(kind)}): field 'args' must be an object"
+            )
         text = _content_text(args.get("content") or event.get("message"))
         if kind == "system" or (source, kind) == ("user", "message"):
             if text:
@@ -664,7 +725,8 @@ def _generic_steps(turns: list[Any], field: str, episode: _Episode) -> list[Step
         role = _GENERIC_ROLES.get(str(turn.get("role", "")).strip().lower())
         if role is None:
             raise ImportFormatError(
-                f"{where}: field 'role' is {turn.get('role')!r}; use user, system, agent or tool"
+                f"{where}: field 'role' is {shown(turn.get('role'))}; "
+                "use user, system, agent or tool"
             )
         text = _content_text(_first(turn, ("content", "text")))
         output = _content_text(_first(turn, ("output", "result")))
