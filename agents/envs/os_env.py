@@ -78,7 +78,7 @@ class OSEnv(Environment):
         self.prepare()
         assert self.sandbox is not None
         self.sandbox.restore(self._clean)
-        self.sandbox.outbound.replace([])
+        self.sandbox.outbound.clear()
         extra: dict[str, Any] = task.params.get("files", {})
         for path, content in extra.items():
             target = self.sandbox.upper / path.lstrip("/")
@@ -174,7 +174,7 @@ class OSEnv(Environment):
             raise EnvError("os env: call reset(task) before checkpoint()")
         state = {
             "layers": self.sandbox.checkpoint(),
-            "outbound": self.sandbox.received(),
+            "outbound": self.sandbox.outbound.log(),
             "python": copy.deepcopy((self.task, self.steps_taken, self.answer, self.commands)),
         }
         return Anchor(env=self.name, step_index=self.steps_taken, state=state)

@@ -128,7 +128,12 @@ class Sandbox:
         shutil.copystat(self.base, self.upper)
         self.shims = self.root / "shims"
         install_shims(self.shims)
-        self.outbound = OutboundEndpoint(self.root / "outbound.sock")
+        self.outbound = OutboundEndpoint(
+            self.root / "outbound.sock",
+            record_bytes=self.limits.outbound_record_bytes,
+            total_bytes=self.limits.outbound_total_bytes,
+            max_records=self.limits.outbound_records,
+        )
         self.closed = False
 
     # ------------------------------------------------------------------ setup

@@ -4,7 +4,8 @@ Time is enforced by killing the command's process group; memory and file size by
 processes by a ``pids`` cgroup (v1 or v2) when this host lets us create one, else by
 ``RLIMIT_NPROC``; disk by a size-limited tmpfs holding the sandbox's layers when we may
 mount one, else by ``RLIMIT_FSIZE`` alone. ``Sandbox.enforcement()`` says which are in
-effect.
+effect. What the outbound endpoint keeps for a sandbox is capped here too, since the host
+process's memory is outside the sandbox's cgroup.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ class Limits:
     """Bytes the sandbox's writable layers may hold in all."""
     max_output_bytes: int = 16_384
     """Bytes of stdout/stderr returned to the agent per command (the rest is cut)."""
+    outbound_record_bytes: int = 132 * 1024
+    """Bytes the outbound endpoint keeps per connection: the shim's headers, a full 64 KiB
+    file and 64 KiB of stdin (the rest is counted, not kept)."""
+    outbound_total_bytes: int = 4 * 1024 * 1024
+    """Bytes the outbound endpoint keeps for the whole sandbox."""
+    outbound_records: int = 256
+    """Connections the outbound endpoint keeps a record of (later ones are only counted)."""
 
     def rlimits(self, nproc: int | None = None) -> Callable[[], None]:
         """A ``preexec_fn`` setting this process's rlimits (inherited by the sandbox);
