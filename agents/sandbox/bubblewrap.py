@@ -21,6 +21,13 @@ and permission changes are copy-ups, both inside the frozen layer). A command's 
 never outlive it (its PID namespace and cgroup are emptied when it returns), so the layers
 plus the environment's own Python state are all the state an anchor has to hold.
 
+The sandbox cannot grow the host process: a command's stdout and stderr are read in chunks
+and only their first ``Limits.max_output_bytes`` kept, and the outbound endpoint keeps
+capped records (see :mod:`.outbound`). Nor does it see host paths: bwrap's options, which
+name the state directory, reach it through a pipe (``--args``) rather than its command line,
+and it starts with only ``LAUNCH_ENV``, so the sandbox's ``/proc/1/cmdline`` and
+``/proc/1/environ`` hold neither.
+
 Without root, the same runs rootless: ``unshare --user --map-root-user`` and an overlay
 mounted with ``userxattr``; processes are then capped by ``RLIMIT_NPROC`` and there is no
 tmpfs disk quota (``Sandbox.enforcement()`` reports what is in effect).
@@ -31,11 +38,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import selectors
+import shlex
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +60,9 @@ LAUNCH_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 """The whole launch chain (unshare, mount, bwrap) starts with this environment and no other:
 bwrap's init inside the sandbox keeps the environment it was started with, and an agent can
 read it from /proc/1/environ, so host variables (API keys, tokens) must never reach it."""
+_LAUNCH_ASSIGNMENTS = " ".join(shlex.quote(f"{k}={v}") for k, v in LAUNCH_ENV.items())
+_DRAIN_S = 5.0
+"""After a timeout kill, how long to wait for output before giving up on the pipes."""
 _HASH_SCRIPT = r"""cd "$1" && find . -xdev \( -path ./proc -o -path ./dev -o -path ./usr \
 -o -path ./opt/sf -o -path ./run/sf \) -prune -o \( -type d -printf 'd %m %U %G %T@ %p\n' \) \
 -o \( -type l -printf 'l %U %G %p -> %l\n' \) \
@@ -212,9 +225,10 @@ class Sandbox:
             f"mount -t overlay overlay -o {options} merged && {then}"
         )
 
-    def _bwrap_argv(self, command: str, cwd: str) -> list[str]:
+    def _bwrap_options(self, cwd: str) -> list[str]:
+        """bwrap's options; they name host paths, so they reach bwrap through a pipe
+        (``--args``), not its command line, which the sandbox reads as /proc/1/cmdline."""
         return [
-            "bwrap",
             "--bind",
             str(self.merged),
             "/",
@@ -259,10 +273,6 @@ class Sandbox:
             "C.UTF-8",
             "--chdir",
             cwd,
-            "--",
-            "/bin/sh",
-            "-c",
-            command,
         ]
 
     def run(
@@ -275,45 +285,82 @@ class Sandbox:
         """Run ``command`` with ``/bin/sh -c`` inside the sandbox and wait for it."""
         if self.closed:
             raise SandboxError("sandbox is closed")
-        argv = self._bwrap_argv(command, cwd)
+        options = b"".join(f"{o}\0".encode() for o in self._bwrap_options(cwd))
         with self._lock:
-            script = self._mount_script('exec "$@"')
-            full = [*self._namespace_prefix(), "/bin/sh", "-c", script, "sh", *argv]
-            return self._execute(full, timeout_s or self.limits.timeout_s)
+            # env -i: bwrap's init (the sandbox's /proc/1) keeps bwrap's environment, which
+            # would otherwise carry PWD/OLDPWD host paths from the `cd` above.
+            script = self._mount_script(f'exec env -i {_LAUNCH_ASSIGNMENTS} "$@"')
+            read_end, write_end = os.pipe()
+            try:
+                os.write(write_end, options)  # a few host paths: far below a pipe's buffer
+                os.close(write_end)
+                bwrap = ["bwrap", "--args", str(read_end), "--", "/bin/sh", "-c", command]
+                full = [*self._namespace_prefix(), "/bin/sh", "-c", script, "sh", *bwrap]
+                return self._execute(full, timeout_s or self.limits.timeout_s, read_end)
+            finally:
+                os.close(read_end)
 
-    def _execute(self, argv: list[str], timeout_s: float) -> CommandResult:
+    def _execute(self, argv: list[str], timeout_s: float, args_fd: int) -> CommandResult:
         nproc = None
         if not self.group.enforces_pids and os.geteuid() != 0:
             nproc = processes_of_this_user() + self.limits.max_processes
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=self.limits.rlimits(nproc),
-            env=LAUNCH_ENV,
-        )
-        timed_out = False
         try:
-            out, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            self._kill(proc)
-            out, err = proc.communicate()
+            with subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=self.limits.rlimits(nproc),
+                env=LAUNCH_ENV,
+                pass_fds=(args_fd,),
+            ) as proc:
+                try:
+                    out, err, timed_out = self._collect(proc, timeout_s)
+                finally:
+                    self._kill(proc)
+                    self.group.kill_all()
         finally:
-            self.group.kill_all()
             self.outbound.settle()
-        cap = self.limits.max_output_bytes
-        truncated = len(out) > cap or len(err) > cap
         code = proc.returncode if not timed_out else 124
         return CommandResult(
             exit_code=code,
-            stdout=out[:cap].decode(errors="replace"),
-            stderr=err[:cap].decode(errors="replace"),
+            stdout=out.text(),
+            stderr=err.text(),
             timed_out=timed_out,
-            truncated=truncated,
+            truncated=out.truncated or err.truncated,
         )
+
+    def _collect(
+        self, proc: subprocess.Popen[bytes], timeout_s: float
+    ) -> tuple[_Capped, _Capped, bool]:
+        """Read the command's stdout and stderr until both close, keeping only their first
+        bytes (the host never holds more than the output cap, whatever the sandbox prints);
+        kill the command at the deadline."""
+        assert proc.stdout is not None and proc.stderr is not None
+        cap = self.limits.max_output_bytes
+        streams = {proc.stdout.fileno(): _Capped(cap), proc.stderr.fileno(): _Capped(cap)}
+        deadline = time.monotonic() + timeout_s
+        timed_out = False
+        with selectors.DefaultSelector() as selector:
+            for fd in streams:
+                selector.register(fd, selectors.EVENT_READ)
+            while selector.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0 and not timed_out:
+                    timed_out = True
+                    self._kill(proc)
+                    self.group.kill_all()
+                ready = selector.select(timeout=_DRAIN_S if timed_out else left)
+                if not ready and timed_out:
+                    break  # killed, yet something still holds the pipes: stop reading
+                for key, _ in ready:
+                    chunk = os.read(key.fd, 65536)
+                    if chunk:
+                        streams[key.fd].add(chunk)
+                    else:
+                        selector.unregister(key.fd)
+        return streams[proc.stdout.fileno()], streams[proc.stderr.fileno()], timed_out
 
     @staticmethod
     def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -441,6 +488,30 @@ class Sandbox:
     def __del__(self) -> None:
         if not getattr(self, "closed", True):
             self.close()
+
+
+class _Capped:
+    """A stream's first bytes and its total size."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.kept = bytearray()
+        self.size = 0
+
+    def add(self, chunk: bytes) -> None:
+        """Count ``chunk``; keep what still fits under the cap."""
+        self.size += len(chunk)
+        if len(self.kept) < self.cap:
+            self.kept += chunk[: self.cap - len(self.kept)]
+
+    @property
+    def truncated(self) -> bool:
+        """More came than was kept."""
+        return self.size > len(self.kept)
+
+    def text(self) -> str:
+        """The kept bytes as text."""
+        return self.kept.decode(errors="replace")
 
 
 def _remove_tree(path: Path) -> None:

@@ -4,14 +4,15 @@ Time is enforced by killing the command's process group; memory and file size by
 processes by a ``pids`` cgroup (v1 or v2) when this host lets us create one, else by
 ``RLIMIT_NPROC``; disk by a size-limited tmpfs holding the sandbox's layers when we may
 mount one, else by ``RLIMIT_FSIZE`` alone. ``Sandbox.enforcement()`` says which are in
-effect. What the outbound endpoint keeps for a sandbox is capped here too, since the host
-process's memory is outside the sandbox's cgroup.
+effect. What a sandbox can make the host process hold (its command output, its outbound
+records) is capped here too, since the host's memory is outside the sandbox's cgroup.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +34,8 @@ class Limits:
     disk_mb: int = 64
     """Bytes the sandbox's writable layers may hold in all."""
     max_output_bytes: int = 16_384
-    """Bytes of stdout/stderr returned to the agent per command (the rest is cut)."""
+    """Bytes of stdout/stderr returned to the agent per command (the rest is read and
+    dropped, never held in the host)."""
     outbound_record_bytes: int = 132 * 1024
     """Bytes the outbound endpoint keeps per connection: the shim's headers, a full 64 KiB
     file and 64 KiB of stdin (the rest is counted, not kept)."""
@@ -130,19 +132,20 @@ class ProcessGroup:
                 continue
         return sorted(found)
 
-    def kill_all(self) -> int:
-        """SIGKILL every process still in the group; returns how many were signalled."""
+    def kill_all(self, timeout_s: float = 5.0) -> int:
+        """SIGKILL every process in the group and wait until the group is empty (a killed
+        process stays listed until it has finished exiting), or ``timeout_s`` passed;
+        returns how many signals were sent."""
         killed = 0
-        for _ in range(50):
-            pids = self.pids()
-            if not pids:
-                break
+        deadline = time.monotonic() + timeout_s
+        while (pids := self.pids()) and time.monotonic() < deadline:
             for pid in pids:
                 try:
                     os.kill(pid, 9)
                     killed += 1
                 except ProcessLookupError:
                     continue
+            time.sleep(0.005)
         return killed
 
     def remove(self) -> None:
