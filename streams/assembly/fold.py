@@ -12,14 +12,18 @@ or when the verdict timeout after the end passed (``completed_by="timeout"``). A
 with no end after ``episode_timeout_s`` of silence is closed: an ``EpisodeEnded`` with
 outcome ``abandoned`` is emitted, then its trajectory (``completed_by="abandoned"``).
 Events for an episode already closed are counted as late (they stay in their own topics).
+
+The timeouts run on the clock the caller passes. A caller that falls behind its inputs
+calls :meth:`TrajectoryAssembler.postpone` for the time it was behind, so an episode is not
+closed while its remaining steps still wait unread in the backlog. Every change of state is
+told to a :class:`Journal` (an event kept, an episode closed, a closed episode forgotten),
+which is how a processor makes the state durable one small record at a time.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from ...schemas import (
     EpisodeEnded,
@@ -30,10 +34,8 @@ from ...schemas import (
     Trajectory,
     TrajectoryStep,
     Verdict,
-    codec,
     derive_id,
 )
-from ...schemas.codec import event_type
 from .reward import RewardRule
 
 PRODUCER = "trajectory-assembler"
@@ -118,44 +120,55 @@ class EpisodeState:
         """Checkers that gave an episode-level verdict."""
         return {v.checker for v in self.verdicts.values() if v.step_index is None}
 
-    def dump(self) -> bytes:
-        """Serialise (for a changelog-backed table)."""
-        events: list[Event] = [*self.steps.values(), *self.verdicts.values()]
-        events += [e for e in (self.started, self.ended) if e is not None]
-        return json.dumps({
-            "episode_id": self.episode_id,
-            "last_activity": self.last_activity,
-            "ended_seen_at": self.ended_seen_at,
-            "events": [[e.schema_id(), codec.encode(e).value.decode()] for e in events],
-        }).encode()  # fmt: skip
+    def event_ids(self) -> list[str]:
+        """Ids of every event kept for this episode."""
+        kept: list[Event] = [*self.steps.values(), *self.verdicts.values()]
+        kept += [e for e in (self.started, self.ended) if e is not None]
+        return [e.event_id for e in kept]
 
-    @classmethod
-    def load(cls, data: bytes) -> EpisodeState:
-        """Inverse of :meth:`dump`."""
-        raw = json.loads(data)
-        state = cls(raw["episode_id"])
-        for schema, payload in raw["events"]:
-            state.add(event_type(schema).model_validate_json(payload), raw["last_activity"])
-        state.last_activity, state.ended_seen_at = raw["last_activity"], raw["ended_seen_at"]
-        return state
+
+class Journal(Protocol):
+    """Receives every change of the fold's state (to make it durable)."""
+
+    def kept(self, event: Event) -> None:
+        """``event`` was added to its open episode."""
+
+    def closed(self, state: EpisodeState, at: float) -> None:
+        """The episode closed at ``at``: its events are no longer needed."""
+
+    def forgotten(self, episode_id: str) -> None:
+        """A closed episode left the memory of closed episodes."""
+
+
+class _NoJournal:
+    def kept(self, event: Event) -> None:
+        pass
+
+    def closed(self, state: EpisodeState, at: float) -> None:
+        pass
+
+    def forgotten(self, episode_id: str) -> None:
+        pass
 
 
 class TrajectoryAssembler:
     """Folds episode events into trajectories. ``apply`` per event, ``tick`` periodically.
 
-    ``states`` (open episodes) and ``closed`` (episode → when it closed) may be durable
-    mappings, e.g. backed by a changelog topic; plain dicts by default.
+    ``states`` (open episodes) and ``closed`` (episode → when it closed) start from what a
+    processor restored; ``journal`` hears of every change after that.
     """
 
     def __init__(
         self,
         config: AssemblerConfig | None = None,
-        states: MutableMapping[str, EpisodeState] | None = None,
-        closed: MutableMapping[str, float] | None = None,
+        journal: Journal | None = None,
+        states: dict[str, EpisodeState] | None = None,
+        closed: dict[str, float] | None = None,
     ) -> None:
         self.config = config or AssemblerConfig()
-        self.states: MutableMapping[str, EpisodeState] = states if states is not None else {}
-        self.closed: MutableMapping[str, float] = closed if closed is not None else {}
+        self.journal: Journal = journal or _NoJournal()
+        self.states: dict[str, EpisodeState] = states if states is not None else {}
+        self.closed: dict[str, float] = closed if closed is not None else {}
         self.stats = AssemblerStats()
 
     def apply(self, event: Event, now: float) -> list[Event]:
@@ -174,6 +187,8 @@ class TrajectoryAssembler:
             self.stats.duplicates += 1
         elif result == "conflict":
             self.stats.conflicting_steps += 1
+        else:
+            self.journal.kept(event)
         self.states[episode] = state
         if self._ready_by_verdicts(state):
             self.stats.emitted_by_verdicts += 1
@@ -194,7 +209,15 @@ class TrajectoryAssembler:
         horizon = now - self.config.closed_memory_s
         for episode in [e for e, t in self.closed.items() if t < horizon]:
             del self.closed[episode]
+            self.journal.forgotten(episode)
         return out
+
+    def postpone(self, seconds: float) -> None:
+        """Push every open episode's timeouts ``seconds`` later (its caller was behind)."""
+        for state in self.states.values():
+            state.last_activity += seconds
+            if state.ended_seen_at is not None:
+                state.ended_seen_at += seconds
 
     def _ready_by_verdicts(self, state: EpisodeState) -> bool:
         if not state.steps_complete():
@@ -249,6 +272,7 @@ class TrajectoryAssembler:
     def _forget(self, state: EpisodeState, now: float) -> None:
         del self.states[state.episode_id]
         self.closed[state.episode_id] = now
+        self.journal.closed(state, now)
 
     def _trajectory(
         self, state: EpisodeState, now: float, by: Literal["verdicts", "timeout", "abandoned"]

@@ -1,167 +1,292 @@
-"""The faust-streaming processor around the fold: ``safactory worker assemble``.
+"""The stream processor around the fold: ``safactory worker assemble``.
 
-It reads ``sf.steps``, ``sf.episodes`` and ``sf.verdicts`` (co-partitioned by episode id),
-folds each event in, and emits trajectories to ``sf.trajectories`` keyed by group id with
-``sf-policy-version`` = the oldest version in the trajectory (the codec stamps it), and
-abandon events to ``sf.episodes``. A timer drives verdict and episode timeouts.
+It reads ``sf.steps``, ``sf.episodes`` and ``sf.verdicts`` (co-partitioned by episode id) as
+a consumer group, folds each event in, and emits trajectories to ``sf.trajectories`` keyed
+by group id with ``sf-policy-version`` = the oldest version in the trajectory (the codec
+stamps it), and abandon events to ``sf.episodes``. Records that cannot be decoded go to
+``sf.dlq``.
 
-Open episodes and recently closed ones are written through to a compacted state topic
-(``<prefix>assembler-state``) and read back before a restarted worker starts, so folds
-resume. (Not a faust table: faust-streaming 0.15's changelog recovery hung on restart in
-our tests.) One assembler instance per deployment: it restores every episode's state.
-Records that cannot be decoded go to ``sf.dlq``. Outputs and state changes are
-acknowledged by the broker before the input counts as processed (at-least-once); output
-ids are deterministic, so a re-emission after a crash is recognisable.
+State. Each input partition has a fold of its own. Every event the fold keeps is written,
+as one record, to partition ``p`` of the compacted topic ``<prefix>assembly-state`` (key
+``<episode>\\0<event id>``); a closed episode gets tombstones for its events and a
+``<episode>\\0closed`` marker (recognises late duplicates), tombstoned in turn when the
+fold forgets it. The cost of a state write is that of one event, whatever the episode's
+length. When the group assigns partitions (start, restart, another instance joining or
+dying) the worker reads those state partitions to their end before it folds anything, so
+instances in one group share the work and take over each other's episodes.
+
+Delivery. A polled batch is folded, its outputs are sent and acknowledged, then its state
+records, and only then are its offsets committed (at-least-once; output ids are
+deterministic, so a re-emission after a crash is recognisable). The timer runs in the same
+task between batches, so a batch's state never leaves before its outputs.
+
+Timeouts. The verdict and episode timeouts of the fold count only while the worker is
+caught up with a partition (its lag on all three inputs within ``live_lag`` records): after
+a restart, or behind a burst, an episode whose end was read before its steps is not closed
+while those steps still wait in the backlog. Restored episodes start their timeouts afresh.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import signal
 import time
-from collections.abc import Iterator, MutableMapping
-from typing import Any, TypeVar
+from dataclasses import dataclass
 
-import faust
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
+from ...infra import aio
+from ...infra.changelog import StoredRecord, read_latest
 from ...infra.config import Settings
-from ...infra.topics import TopicSpec, create_topics
-from ...schemas import DeadLetter, DecodeError, Event, codec
-from ..app import make_app
-from .fold import AssemblerConfig, EpisodeState, TrajectoryAssembler
+from ...infra.consumer import Delivery, EventConsumer
+from ...infra.producer import EventProducer
+from ...infra.topics import BY_NAME, TopicSpec, create_topics
+from ...schemas import DecodeError, Event, codec
+from .fold import AssemblerConfig, AssemblerStats, EpisodeState, TrajectoryAssembler
+
+log = logging.getLogger(__name__)
 
 SOURCES = ("steps", "episodes", "verdicts")
-V = TypeVar("V")
-
-
+SEP = b"\0"
+CLOSED = b"closed"
 STATE_TOPIC = TopicSpec(
-    "assembler-state", "open:<episode> | closed:<episode>",
-    "the assembler's open and recently closed episodes", cleanup="compact", partitions=1,
+    "assembly-state", "<episode>\\0<event id> | <episode>\\0closed",
+    "the assembler's open episodes (one record per event) and recently closed ones",
+    cleanup="compact", partitions=None,
 )  # fmt: skip
-"""Compacted topic holding the fold's state: the latest value per key wins, None deletes."""
 
 
-class _Recorded(MutableMapping[str, V]):
-    """A dict that records every change as a (key, value-or-None) state record."""
-
-    def __init__(self, kind: str, data: dict[str, V], pending: list, dump: Any) -> None:
-        self.kind, self.data, self.pending, self.dump = kind, data, pending, dump
-
-    def __getitem__(self, key: str) -> V:
-        return self.data[key]
-
-    def __setitem__(self, key: str, value: V) -> None:
-        self.data[key] = value
-        self.pending.append((f"{self.kind}:{key}".encode(), self.dump(value)))
-
-    def __delitem__(self, key: str) -> None:
-        del self.data[key]
-        self.pending.append((f"{self.kind}:{key}".encode(), None))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(self.data))
-
-    def __len__(self) -> int:
-        return len(self.data)
+def group_id(settings: Settings) -> str:
+    """The assemblers' consumer group: one per topic prefix."""
+    prefix = settings.topic_prefix.strip(".")
+    return "assemble" if prefix == "sf" else f"assemble-{prefix}"
 
 
-async def restore_state(settings: Settings) -> tuple[dict[str, EpisodeState], dict[str, float]]:
-    """Read the state topic to its end: open episodes and recently closed ones."""
-    await create_topics(settings, [STATE_TOPIC])
-    topic = settings.topic(STATE_TOPIC.name)
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, group_id=None,
-                                enable_auto_commit=False)  # fmt: skip
-    latest: dict[bytes, bytes | None] = {}
-    await consumer.start()
-    try:
-        parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
-        if not parts:
-            parts = [TopicPartition(topic, 0)]
-        consumer.assign(parts)
-        await consumer.seek_to_beginning(*parts)
-        ends = await consumer.end_offsets(parts)
-        while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
-            for records in (await consumer.getmany(timeout_ms=1000)).values():
-                for record in records:
-                    latest[record.key] = record.value
-    finally:
-        await consumer.stop()
+@dataclass
+class _Partition:
+    """One input partition's fold and the state records it has not written yet."""
+
+    fold: TrajectoryAssembler
+    writes: list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]]
+
+
+class _StateJournal:
+    """Turns the fold's state changes into state-topic records of one partition."""
+
+    def __init__(self, writes: list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]]):
+        self.writes = writes
+
+    def kept(self, event: Event) -> None:
+        record = codec.encode(event)
+        self.writes.append((_key(event.episode_id, event.event_id), record.value,
+                            list(record.headers)))  # fmt: skip
+
+    def closed(self, state: EpisodeState, at: float) -> None:
+        for event_id in state.event_ids():
+            self.writes.append((_key(state.episode_id, event_id), None, []))
+        self.writes.append((_key(state.episode_id, CLOSED.decode()), repr(at).encode(), []))
+
+    def forgotten(self, episode_id: str) -> None:
+        self.writes.append((_key(episode_id, CLOSED.decode()), None, []))
+
+
+def _key(episode_id: str, event_id: str) -> bytes:
+    return episode_id.encode() + SEP + event_id.encode()
+
+
+def restore_fold(
+    records: dict[bytes, StoredRecord], now: float
+) -> tuple[dict[str, EpisodeState], dict[str, float], int]:
+    """Open and closed episodes from one state partition's latest records (timeouts start
+    at ``now``), and how many records could not be read back."""
     states: dict[str, EpisodeState] = {}
     closed: dict[str, float] = {}
-    for key, value in latest.items():
-        kind, _, episode = key.decode().partition(":")
-        if value is None:
+    unreadable = 0
+    for key, stored in records.items():
+        episode, sep, name = key.partition(SEP)
+        if not sep:
+            unreadable += 1
             continue
-        if kind == "open":
-            states[episode] = EpisodeState.load(value)
-        elif kind == "closed":
-            closed[episode] = float(value)
-    return states, closed
+        if name == CLOSED:
+            closed[episode.decode()] = now
+            continue
+        try:
+            event = codec.decode(stored.value, stored.headers)
+        except DecodeError:
+            unreadable += 1
+            continue
+        state = states.setdefault(event.episode_id, EpisodeState(event.episode_id))
+        state.add(event, now)
+    for episode in closed:
+        states.pop(episode, None)
+    return states, closed, unreadable
 
 
-def build_assembler_app(
-    settings: Settings,
-    config: AssemblerConfig | None = None,
-    *,
-    name: str = "assemble",
-    tick_every_s: float = 1.0,
-    restored: tuple[dict[str, EpisodeState], dict[str, float]] | None = None,
-) -> tuple[faust.App, TrajectoryAssembler]:
-    """The faust app of the assembler, and the fold it drives (for stats).
+class AssemblerWorker:
+    """Consumes the three input topics as a group member and emits trajectories."""
 
-    ``restored`` is the state read by :func:`restore_state` before the app starts.
-    """
-    datadir = settings.home / "faust" / name
-    datadir.mkdir(parents=True, exist_ok=True)
-    # a restarted worker rejoins its group within seconds, not faust's default minute
-    app = make_app(name, settings, datadir=str(datadir), broker_session_timeout=10.0,
-                   broker_rebalance_timeout=20.0, broker_heartbeat_interval=1.0)  # fmt: skip
-    source = app.topic(*(settings.topic(t) for t in SOURCES))
-    state_topic = app.topic(settings.topic(STATE_TOPIC.name))
-    pending: list[tuple[bytes, bytes | None]] = []
-    opened, closed = restored or ({}, {})
-    assembler = TrajectoryAssembler(
-        config,
-        _Recorded("open", opened, pending, lambda state: state.dump()),
-        _Recorded("closed", closed, pending, lambda at: repr(at).encode()),
-    )
-    outputs = {
-        "trajectories": app.topic(settings.topic("trajectories")),
-        "episodes": app.topic(settings.topic("episodes")),
-    }
-    dlq = app.topic(settings.topic("dlq"))
+    def __init__(
+        self,
+        settings: Settings,
+        config: AssemblerConfig | None = None,
+        *,
+        tick_every_s: float = 1.0,
+        live_lag: int = 1000,
+    ) -> None:
+        self.settings = settings
+        self.config = config or AssemblerConfig()
+        self.tick_every_s = tick_every_s
+        self.live_lag = live_lag
+        self.state_topic = settings.topic(STATE_TOPIC.name)
+        self.parts: dict[int, _Partition] = {}
+        self.too_large = 0
+        self._gone = AssemblerStats()
+        """Counts of folds whose partitions moved to another instance."""
+        self._producer: EventProducer | None = None
+        self._consumer: EventConsumer | None = None
+        self._restored = asyncio.Event()
+        self._restored.set()
 
-    async def emit(events: list[Event]) -> None:
-        """Send outputs, then the state changes behind them; wait for every ack. Outputs go
-        first: a crash in between re-emits the same ids rather than losing an output."""
-        sent = []
-        for out in events:
-            record = codec.encode(out)
-            sent.append(await outputs[out.TOPIC].send(
-                key=record.key, value=record.value, headers=record.headers
-            ))  # fmt: skip
-        await asyncio.gather(*sent)
-        latest = dict(pending)  # one record per key: the last change wins
-        pending.clear()
-        await asyncio.gather(*[await state_topic.send(key=k, value=v) for k, v in latest.items()])
+    @property
+    def stats(self) -> AssemblerStats:
+        """What every fold this worker ran did (summed)."""
+        total = AssemblerStats(**vars(self._gone))
+        for part in self.parts.values():
+            for name, value in vars(part.fold.stats).items():
+                setattr(total, name, getattr(total, name) + value)
+        return total
 
-    @app.agent(source, concurrency=1)
-    async def assemble(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            message = event.message
-            headers = list(message.headers or [])
-            try:
-                decoded = codec.decode(message.value, headers)
-            except DecodeError as exc:
-                wire = DeadLetter.wire_headers(
-                    headers, f"decode: {exc}", message.topic, message.partition, message.offset
-                )
-                await (await dlq.send(key=message.key, value=message.value, headers=wire))
+    def run(self, loglevel: str = "warning") -> None:
+        """Run in the foreground until SIGINT or SIGTERM."""
+        logging.basicConfig(
+            level=loglevel.upper(), format="[%(asctime)s] %(levelname)s %(message)s"
+        )
+        aio.run(self.serve(), self.settings)
+
+    async def serve(self, *, idle_timeout: float | None = None) -> AssemblerStats:
+        """Create missing topics, join the group and assemble until asked to stop."""
+        specs = [BY_NAME[n] for n in (*SOURCES, "trajectories", "dlq")]
+        await create_topics(self.settings, [*specs, STATE_TOPIC])
+        loop = asyncio.get_running_loop()
+        async with EventProducer(self.settings) as producer:
+            self._producer = producer
+            consumer = EventConsumer(
+                SOURCES, group_id(self.settings), batch_handler=self._fold_batch,
+                settings=self.settings, dlq_producer=producer, on_assigned=self._restore,
+                on_revoked=self._release, max_records=1000,
+                partition_assignment_strategy=(RangePartitionAssignor,),
+                session_timeout_ms=10_000, heartbeat_interval_ms=1_000,
+            )  # fmt: skip
+            self._consumer = consumer
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, consumer.request_stop)
+            async with consumer:
+                log.warning("assembler ready: group %s", group_id(self.settings))
+                await self._loop(consumer, idle_timeout)
+        log.warning("assembler stopped: %s", self.stats)
+        return self.stats
+
+    async def _loop(self, consumer: EventConsumer, idle_timeout: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        last_tick = last_record = loop.time()
+        while not consumer.stopping:
+            if await consumer.poll_once(timeout_ms=min(500, int(self.tick_every_s * 1000))):
+                last_record = loop.time()
+            now = loop.time()
+            if now - last_tick >= self.tick_every_s:
+                await self._tick(now - last_tick)
+                last_tick = now
+            if idle_timeout is not None and now - last_record >= idle_timeout:
+                break
+
+    async def _fold_batch(self, deliveries: list[Delivery]) -> None:
+        """Fold a polled batch; return once its outputs and then its state are acknowledged."""
+        await self._restored.wait()
+        now = time.time()
+        outputs: list[tuple[int, Event]] = []
+        for delivery in deliveries:
+            part = self.parts.get(delivery.partition)
+            if part is None:  # revoked meanwhile: its new owner folds it
                 continue
-            await emit(assembler.apply(decoded, time.time()))
+            outputs += [(delivery.partition, e) for e in part.fold.apply(delivery.event, now)]
+        await self._emit(outputs)
 
-    @app.timer(interval=tick_every_s)
-    async def timeouts() -> None:
-        await emit(assembler.tick(time.time()))
+    async def _tick(self, elapsed: float) -> None:
+        """Run the timeouts of every partition that is caught up; postpone the others'."""
+        assert self._consumer is not None
+        behind = {tp.partition for tp, lag in (await self._consumer.lag()).items()
+                  if lag is None or lag > self.live_lag}  # fmt: skip
+        now = time.time()
+        outputs: list[tuple[int, Event]] = []
+        for number, part in list(self.parts.items()):
+            if number in behind:
+                part.fold.postpone(elapsed)
+            else:
+                outputs += [(number, e) for e in part.fold.tick(now)]
+        await self._emit(outputs)
 
-    return app, assembler
+    async def _emit(self, outputs: list[tuple[int, Event]]) -> None:
+        """Send outputs and wait for their acks; then the state records behind them."""
+        assert self._producer is not None and self._consumer is not None
+        acks = []
+        for _, event in outputs:
+            record = codec.encode(event)
+            topic = self.settings.topic(event.TOPIC)
+            if len(record.value) > BY_NAME[event.TOPIC].max_message_bytes:
+                acks.append(await self._too_large(event, len(record.value)))
+                continue
+            acks.append(await self._producer.send_raw(topic, key=record.key, value=record.value,
+                                                      headers=list(record.headers)))  # fmt: skip
+        await asyncio.gather(*acks)
+        acks = []
+        for number, part in list(self.parts.items()):
+            writes, part.writes[:] = list(part.writes), []
+            for key, value, headers in writes:
+                acks.append(await self._producer.send_raw(
+                    self.state_topic, key=key, value=value, headers=headers, partition=number
+                ))  # fmt: skip
+        await asyncio.gather(*acks)
+
+    async def _too_large(self, event: Event, size: int) -> asyncio.Future[object]:
+        """An output over its topic's record limit: a dead letter naming it, not a crash."""
+        assert self._producer is not None
+        self.too_large += 1
+        limit = BY_NAME[event.TOPIC].max_message_bytes
+        reason = (f"too large: {type(event).__name__} {event.event_id} of episode "
+                  f"{event.episode_id} is {size} bytes, over the {limit}-byte limit of "
+                  f"{event.TOPIC}")  # fmt: skip
+        log.error(reason)
+        headers = [("sf-error", reason.encode()), ("sf-origin-topic", event.TOPIC.encode())]
+        return await self._producer.send_raw(self.settings.topic("dlq"),
+                                             key=event.episode_id.encode(), value=None,
+                                             headers=headers)  # fmt: skip
+
+    async def _restore(self, assigned: set[TopicPartition]) -> None:
+        """Read the state of newly assigned partitions before folding their events."""
+        numbers = {tp.partition for tp in assigned} - set(self.parts)
+        if not numbers:
+            return
+        self._restored.clear()
+        try:
+            latest = await read_latest(self.settings, self.state_topic, numbers)
+            now = time.time()
+            for number, records in latest.items():
+                writes: list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]] = []
+                states, closed, unreadable = restore_fold(records, now)
+                fold = TrajectoryAssembler(self.config, _StateJournal(writes), states, closed)
+                self.parts[number] = _Partition(fold, writes)
+                log.warning("partition %d: restored %d open and %d closed episodes, %d "
+                            "unreadable records", number, len(states), len(closed),
+                            unreadable)  # fmt: skip
+        finally:
+            self._restored.set()
+
+    async def _release(self, revoked: set[TopicPartition]) -> None:
+        """Drop the folds of partitions another instance takes over (their state is
+        durable: every change was acknowledged before the offsets behind it committed)."""
+        for number in sorted({tp.partition for tp in revoked} & set(self.parts)):
+            part = self.parts.pop(number)
+            for name, value in vars(part.fold.stats).items():
+                setattr(self._gone, name, getattr(self._gone, name) + value)

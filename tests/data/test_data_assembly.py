@@ -8,13 +8,10 @@ from data_episodes import episode_events
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from safactory.infra.changelog import StoredRecord
 from safactory.schemas import EpisodeEnded, Event, Outcome, Step, Trajectory, Verdict
-from safactory.streams.assembly import (
-    AssemblerConfig,
-    EpisodeState,
-    RewardRule,
-    TrajectoryAssembler,
-)
+from safactory.streams.assembly import AssemblerConfig, RewardRule, TrajectoryAssembler
+from safactory.streams.assembly.processor import _StateJournal, restore_fold
 
 NOW = 5000.0
 
@@ -129,17 +126,43 @@ def test_episode_that_never_ends_is_abandoned_not_dropped() -> None:
     assert [x.event_id for x in again.tick(NOW + 60)] == [ended.event_id, trajectory.event_id]
 
 
-def test_state_survives_dump_and_load() -> None:
-    events = episode_events(5, steps=3)
-    assembler = TrajectoryAssembler()
-    for e in events[:-1]:
+def _compacted(writes: list) -> dict[bytes, StoredRecord]:
+    """What a compacted state topic keeps of the journal's writes: the latest per key."""
+    latest: dict[bytes, StoredRecord] = {}
+    for key, value, headers in writes:
+        if value is None:
+            latest.pop(key, None)
+        else:
+            latest[key] = StoredRecord(key, value, tuple(headers))
+    return latest
+
+
+def test_state_written_per_event_restores_the_fold() -> None:
+    events = episode_events(5, steps=3) + episode_events(6, steps=2)
+    writes: list = []
+    assembler = TrajectoryAssembler(journal=_StateJournal(writes))
+    for e in events[:-1]:  # ep-6 still waits for its episode verdict
         assembler.apply(e, NOW)
-    state = assembler.states["ep-5"]
-    restored = EpisodeState.load(state.dump())
-    assert restored.dump() == state.dump()
-    fresh = TrajectoryAssembler(states={"ep-5": restored})
-    (t,) = fresh.apply(events[-1], NOW)
-    assert _comparable(t) == _comparable(_run(events)["ep-5"])
+    stored = _compacted(writes)
+    assert all(len(r.value) < 2000 for r in stored.values())  # one event per record
+    assert not [k for k in stored if k.startswith(b"ep-5\0") and k != b"ep-5\0closed"]
+    states, closed, unreadable = restore_fold(stored, NOW + 500)
+    assert (set(states), set(closed), unreadable) == ({"ep-6"}, {"ep-5"}, 0)
+    fresh = TrajectoryAssembler(states=states, closed=closed)
+    assert fresh.apply(events[0], NOW + 500) == []  # a late duplicate of a closed episode
+    (t,) = fresh.apply(events[-1], NOW + 500)
+    assert _comparable(t) == _comparable(_run(events)["ep-6"])
+    assert fresh.tick(NOW + 500 + 29) == []  # restored timeouts start at the restore
+
+
+def test_postponed_timeouts_wait_for_a_backlog() -> None:
+    events = [e for e in episode_events(7, steps=3) if not isinstance(e, Step | Verdict)]
+    assembler = TrajectoryAssembler(AssemblerConfig(verdict_timeout_s=30))
+    for e in events:  # the end arrives, its steps are still unread
+        assembler.apply(e, NOW)
+    assembler.postpone(100)  # the caller was behind its inputs for 100 s
+    assert assembler.tick(NOW + 100) == []
+    assert assembler.tick(NOW + 130)[0].completed_by == "timeout"
 
 
 def test_summary_verdict_on_every_step_completes_without_episode_verdict() -> None:

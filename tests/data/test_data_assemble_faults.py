@@ -1,0 +1,128 @@
+"""The assembler under the faults a campaign found: restarts behind a backlog, episodes over
+1 MB, and instances of one group dying under each other (issue #14 items 1-2, #11 item 2)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import pytest
+from data_episodes import episode_events
+from test_data_assemble_worker import _assembler, _collect, _raw_records
+
+from safactory.infra.config import Settings
+from safactory.infra.producer import EventProducer
+from safactory.schemas import EpisodeEnded, EpisodeStarted, Step, Trajectory, Verdict
+
+pytestmark = pytest.mark.integration
+
+
+def _kill(proc) -> str:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    out, _ = proc.communicate(timeout=30)
+    return out.decode(errors="replace")[-3000:]
+
+
+async def test_restart_behind_a_backlog_keeps_every_step(
+    topics: Settings, producer: EventProducer, tmp_path: Path
+) -> None:
+    """Ends read before their steps, then a restart after the verdict timeout passed, with
+    the steps far back in the backlog: no episode may close without its steps."""
+    episodes = {n: episode_events(n, steps=4) for n in range(8)}
+    heads = [e for evs in episodes.values() for e in evs if not isinstance(e, Step)]
+    await producer.publish_many(heads)  # every end and verdict, no step yet
+    first = _assembler(topics, tmp_path, episode_timeout=600)
+    probe = episode_events(900, steps=1)
+    await producer.publish_many(probe)
+    got = await _collect(topics, want=1, wait_s=90, proc=first)  # it has read the ends
+    log = _kill(first)
+    assert [d.event.episode_id for d in got] == ["ep-900"], log
+    await asyncio.sleep(4)  # longer than the verdict timeout (3 s) of the assembler
+    filler = [e for n in range(1000, 1400) for e in episode_events(n, steps=5)]
+    await producer.publish_many(filler)  # a backlog ahead of the steps
+    await producer.publish_many([e for evs in episodes.values() for e in evs
+                                 if isinstance(e, Step)])  # fmt: skip
+    again = _assembler(topics, tmp_path, episode_timeout=600)
+    try:
+        got = await _collect(topics, want=400 + 8, wait_s=180, proc=again)
+    finally:
+        log = _kill(again)
+    done = {d.event.episode_id: d.event for d in got}
+    for n in range(8):
+        t = done.get(f"ep-{n}")
+        assert isinstance(t, Trajectory), log
+        assert [s.step_index for s in t.steps] == [0, 1, 2, 3], (t.completed_by, log)
+    filled = [t for e, t in done.items() if int(e.removeprefix("ep-")) >= 1000]
+    assert len(filled) == 400 and all(len(t.steps) == 5 for t in filled)
+
+
+async def test_episodes_over_a_megabyte_are_assembled(
+    topics: Settings, tmp_path: Path
+) -> None:
+    """12 steps of 100 KB, one step of 1.5 MB, then a small episode: all three complete."""
+    async with EventProducer(topics) as producer:
+        big = _padded(episode_events(1, steps=12), 100_000)
+        huge = _padded(episode_events(2, steps=1), 1_500_000)
+        small = episode_events(3, steps=2)
+        for events in (big, huge, small):
+            await producer.publish_many(events)
+    proc = _assembler(topics, tmp_path, episode_timeout=600)
+    try:
+        got = await _collect(topics, want=3, wait_s=120, proc=proc)
+    finally:
+        log = _kill(proc)
+    done = {d.event.episode_id: d.event for d in got}
+    assert set(done) == {"ep-1", "ep-2", "ep-3"}, log
+    assert len(done["ep-1"].steps) == 12 and len(done["ep-2"].steps) == 1
+    assert len(done["ep-2"].steps[0].messages[0].content) >= 1_500_000
+    assert all(t.completed_by == "verdicts" for t in done.values())
+    assert await _raw_records(topics.kafka_bootstrap, topics.topic("dlq")) == []
+
+
+async def test_two_instances_share_the_work_and_survive_a_death(
+    topics: Settings, producer: EventProducer, tmp_path: Path
+) -> None:
+    """Two assemblers in one group; one is killed mid-flow; every episode is assembled
+    completely by the survivor (its partitions' state is taken over)."""
+    a = _assembler(topics, tmp_path / "a", episode_timeout=600)
+    b = _assembler(topics, tmp_path / "b", episode_timeout=600)
+    try:
+        batch1 = [episode_events(n, steps=3) for n in range(60)]
+        await producer.publish_many(_without_ends(batch1))
+        await asyncio.sleep(8)  # both joined and folded the open episodes
+        _kill(a)
+        await producer.publish_many([e for evs in batch1 for e in evs if _is_end(e)])
+        batch2 = [e for n in range(60, 90) for e in episode_events(n, steps=3)]
+        await producer.publish_many(batch2)
+        got = await _collect(topics, want=90, wait_s=120, proc=b)
+    finally:
+        log = _kill(a) + _kill(b)
+    done = {d.event.episode_id: d.event for d in got}
+    assert set(done) == {f"ep-{n}" for n in range(90)}, log
+    assert all(len(t.steps) == 3 and t.completed_by == "verdicts" for t in done.values()), log
+    assert len(got) == len(done), "an episode was emitted twice"
+
+
+def _is_end(event: object) -> bool:
+    return isinstance(event, EpisodeEnded) or (
+        isinstance(event, Verdict) and event.step_index is None
+    )
+
+
+def _without_ends(episodes: list[list]) -> list:
+    return [e for evs in episodes for e in evs if not _is_end(e)]
+
+
+def _padded(events: list, size: int) -> list:
+    """The episode's steps with an assistant message of ``size`` characters."""
+    out = []
+    for e in events:
+        if isinstance(e, Step):
+            message = e.messages[0].model_copy(update={"content": "x" * size})
+            e = e.model_copy(update={"messages": [message]})
+        out.append(e)
+    assert any(isinstance(e, EpisodeStarted) for e in out)
+    return out
+
