@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from data_episodes import episode_events
@@ -13,7 +15,9 @@ from test_data_assemble_worker import _assembler, _collect, _raw_records
 
 from safactory.infra.config import Settings
 from safactory.infra.producer import EventProducer
-from safactory.schemas import EpisodeEnded, EpisodeStarted, Step, Trajectory, Verdict
+from safactory.schemas import EpisodeEnded, EpisodeStarted, Step, Trajectory, Verdict, codec
+from safactory.streams.assembly import AssemblerConfig
+from safactory.streams.assembly.processor import STATE_TOPIC, AssemblerWorker
 
 pytestmark = pytest.mark.integration
 
@@ -58,9 +62,7 @@ async def test_restart_behind_a_backlog_keeps_every_step(
     assert len(filled) == 400 and all(len(t.steps) == 5 for t in filled)
 
 
-async def test_episodes_over_a_megabyte_are_assembled(
-    topics: Settings, tmp_path: Path
-) -> None:
+async def test_episodes_over_a_megabyte_are_assembled(topics: Settings, tmp_path: Path) -> None:
     """12 steps of 100 KB, one step of 1.5 MB, then a small episode: all three complete."""
     async with EventProducer(topics) as producer:
         big = _padded(episode_events(1, steps=12), 100_000)
@@ -126,3 +128,49 @@ def _padded(events: list, size: int) -> list:
     assert any(isinstance(e, EpisodeStarted) for e in out)
     return out
 
+
+class _Crash(Exception):
+    """Stands for a SIGKILL at one exact point."""
+
+
+async def test_a_crash_between_outputs_and_their_state_loses_nothing(
+    topics: Settings, producer: EventProducer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window of #11: a timer's trajectory is acknowledged, the state record that
+    closes its episode is not. A restarted assembler must emit the trajectory again (same
+    id), and a batch's state must never be written before its trajectory."""
+    events = [e for n in range(4) for e in episode_events(n, steps=2, episode_verdict=False)]
+    await producer.publish_many(events)  # no episode verdict: they close by the timer
+    config = AssemblerConfig(verdict_timeout_s=1.0, required_step_checkers=frozenset())
+    state_topic = topics.topic(STATE_TOPIC.name)
+    sent: list[tuple[str, str]] = []  # ("trajectory" | "closed", episode) in send order
+    original = EventProducer.send_raw
+
+    async def crashing(self: EventProducer, topic: str, **kwargs: Any) -> object:
+        key, value = kwargs["key"] or b"", kwargs["value"]
+        if topic == state_topic and key.endswith(b"\0closed") and value is not None:
+            if any(kind == "trajectory" for kind, _ in sent):
+                raise _Crash
+            sent.append(("closed", key.split(b"\0")[0].decode()))
+        elif topic.endswith(".trajectories"):
+            sent.append(("trajectory", json.loads(value)["episode_id"]))
+        return await original(self, topic, **kwargs)
+
+    monkeypatch.setattr(EventProducer, "send_raw", crashing)
+    with pytest.raises(_Crash):
+        await AssemblerWorker(topics, config, tick_every_s=0.2).serve(idle_timeout=30)
+    monkeypatch.setattr(EventProducer, "send_raw", original)
+    first = await _trajectories(topics)
+    assert first, "the crash came before any trajectory was acknowledged"
+    assert ("trajectory", sent[0][1]) == sent[0], "an episode's close left before its output"
+    await AssemblerWorker(topics, config, tick_every_s=0.2).serve(idle_timeout=6)
+    after = await _trajectories(topics)
+    assert {t.episode_id for t in after} == {f"ep-{n}" for n in range(4)}
+    assert all(len(t.steps) == 2 for t in after)
+    repeated = [t for t in after if t.episode_id in {f.episode_id for f in first}]
+    assert len({t.event_id for t in repeated}) == len(first)  # re-emitted under the same id
+
+
+async def _trajectories(settings: Settings) -> list[Trajectory]:
+    records = await _raw_records(settings.kafka_bootstrap, settings.topic("trajectories"))
+    return [codec.decode(r.value, r.headers) for r in records]  # type: ignore[misc]
