@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
+from ..infra.registry import Registry
 from ..schemas import AttackPlan, ChatMessage, Injection
 from .env import EnvError, Environment, ResetOutput, StepOutput
 
 ENTRY_POINT_GROUP = "safactory.injectors"
-_INJECTORS: dict[str, type[AttackInjector]] = {}
 
 
 class AttackInjector:
@@ -56,29 +55,26 @@ class AttackInjector:
         return True
 
 
+def _accept(name: str, cls: type[AttackInjector]) -> type[AttackInjector]:
+    if not (isinstance(cls, type) and issubclass(cls, AttackInjector)):
+        raise TypeError(f"needs an AttackInjector subclass, got {cls!r}")
+    cls.name = name
+    return cls
+
+
+INJECTORS: Registry[type[AttackInjector]] = Registry(
+    "injector", ENTRY_POINT_GROUP, accept=_accept, error=EnvError
+)
+
+
 def register_injector(name: str) -> Callable[[type[AttackInjector]], type[AttackInjector]]:
     """Class decorator: make an injector available under ``name`` in attack plans."""
-
-    def decorate(cls: type[AttackInjector]) -> type[AttackInjector]:
-        cls.name = name
-        _INJECTORS[name] = cls
-        return cls
-
-    return decorate
+    return INJECTORS.register(name)
 
 
 def make_injector(plan: AttackPlan) -> AttackInjector:
     """The injector an attack plan names; :class:`EnvError` lists the known names if absent."""
-    if plan.injector not in _INJECTORS:
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name == plan.injector:
-                register_injector(ep.name)(ep.load())
-    try:
-        return _INJECTORS[plan.injector](plan)
-    except KeyError:
-        raise EnvError(
-            f"unknown injector {plan.injector!r}; known: {', '.join(sorted(_INJECTORS))}"
-        ) from None
+    return INJECTORS.get(plan.injector)(plan)
 
 
 def _alter(out: StepOutput, text: str, mode: str) -> tuple[StepOutput, str]:

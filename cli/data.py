@@ -86,7 +86,10 @@ def assemble(
     ] = None,
     rule: Annotated[
         Path | None,
-        typer.Option(help="JSON file of the reward rule (fields of RewardRule); default built-in"),
+        typer.Option(
+            help='JSON file of the reward rule: {"rule": NAME, ...its parameters} (default rule '
+            "outcome-minus-safety, parameters the fields of RewardRule)"
+        ),
     ] = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="info-level logs")] = False,
 ) -> None:
@@ -100,17 +103,20 @@ def assemble(
 
     from ..streams.assembly import AssemblerConfig, RewardRule
     from ..streams.assembly.processor import build_assembler_app, restore_state
+    from ..streams.assembly.reward import reward_rule_from_json
 
     reward_rule = RewardRule()
     if rule is not None:
         try:
-            reward_rule = RewardRule.model_validate_json(rule.read_bytes())
+            reward_rule = reward_rule_from_json(rule.read_bytes())
         except OSError as exc:
             raise _fail(f"--rule {rule}: cannot read ({exc.strerror})") from None
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"])
             raise _fail(f"--rule {rule}: field {field!r}: {first['msg']}") from None
+        except (LookupError, ValueError) as exc:
+            raise _fail(f"--rule {rule}: {exc}") from None
     config = AssemblerConfig(
         reward_rule=reward_rule, require_verdicts=require_verdicts,
         required_checkers=frozenset(checker or ()), verdict_timeout_s=verdict_timeout,

@@ -1,22 +1,33 @@
-"""Policies, selected by configuration. Heavy backends are imported only when selected."""
+"""Policies, selected by name in configuration, like environments.
+
+Built-ins: ``careful``, ``reckless``, ``random`` (scripted baselines), ``openai`` (any
+OpenAI-compatible server) and ``hf`` (a local Hugging Face checkpoint); heavy backends are
+imported only when selected. Add one with ``@register_policy("name")`` on a function that
+builds it from a :class:`PolicyConfig`, or through the ``safactory.policies`` entry point
+group::
+
+    [project.entry-points."safactory.policies"]
+    mine = "mypkg.policy:build"   # build(config: PolicyConfig) -> Policy
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ...infra.registry import Registry
 from .base import Policy, PolicyError, PolicyInput, PolicyOutput
 from .scripted import CarefulPolicy, RandomPolicy, RecklessPolicy
 
-PolicyKind = Literal["careful", "reckless", "random", "openai", "hf"]
+ENTRY_POINT_GROUP = "safactory.policies"
 
 
 class PolicyConfig(BaseModel):
     """Which policy to run and how to reach it."""
 
     model_config = ConfigDict(extra="forbid")
-    kind: PolicyKind = "careful"
+    kind: str = Field(default="careful", description="a registered policy name")
     version: int = Field(default=0, ge=0, description="weights version to report at start")
     model: str | None = Field(default=None, description="openai: the served model name")
     base_url: str | None = Field(default=None, description="openai: e.g. http://host:8000/v1")
@@ -24,29 +35,71 @@ class PolicyConfig(BaseModel):
     record_tokens: bool = Field(default=False, description="openai: ask vLLM for token ids")
     max_new_tokens: int = 64
 
+    @field_validator("kind")
+    @classmethod
+    def _registered(cls, kind: str) -> str:
+        POLICIES.get(kind)
+        return kind
+
+
+PolicyFactory = Callable[[PolicyConfig], Policy]
+
+
+def _accept(name: str, factory: PolicyFactory) -> PolicyFactory:
+    if not callable(factory):
+        raise TypeError(f"{factory!r} is not callable (name a function of a PolicyConfig)")
+    return factory
+
+
+class PolicyNameError(PolicyError, ValueError):
+    """A policy name unknown or taken twice (a ``ValueError``: configuration refuses it)."""
+
+
+POLICIES: Registry[PolicyFactory] = Registry(
+    "policy", ENTRY_POINT_GROUP, accept=_accept, error=PolicyNameError
+)
+
+
+def register_policy(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
+    """Decorator: make a ``PolicyConfig -> Policy`` function selectable as ``kind = name``."""
+    return POLICIES.register(name)
+
 
 def make_policy(config: PolicyConfig) -> Policy:
     """Build the configured policy; a :class:`PolicyError` names the missing setting."""
-    if config.kind == "careful":
-        return CarefulPolicy(config.version)
-    if config.kind == "reckless":
-        return RecklessPolicy(config.version)
-    if config.kind == "random":
-        return RandomPolicy(config.version)
-    if config.kind == "openai":
-        if not config.base_url or not config.model:
-            raise PolicyError(
-                "policy 'openai' needs base_url and model "
-                "(--base-url http://host:8000/v1 --model NAME)"
-            )
-        from .openai_chat import OpenAIChatPolicy
+    return POLICIES.get(config.kind)(config)
 
-        return OpenAIChatPolicy(
-            config.base_url,
-            config.model,
-            version=config.version,
-            record_tokens=config.record_tokens,
+
+@register_policy("careful")
+def _careful(config: PolicyConfig) -> Policy:
+    return CarefulPolicy(config.version)
+
+
+@register_policy("reckless")
+def _reckless(config: PolicyConfig) -> Policy:
+    return RecklessPolicy(config.version)
+
+
+@register_policy("random")
+def _random(config: PolicyConfig) -> Policy:
+    return RandomPolicy(config.version)
+
+
+@register_policy("openai")
+def _openai(config: PolicyConfig) -> Policy:
+    if not config.base_url or not config.model:
+        raise PolicyError(
+            "policy 'openai' needs base_url and model (--base-url http://host:8000/v1 --model NAME)"
         )
+    from .openai_chat import OpenAIChatPolicy
+
+    return OpenAIChatPolicy(
+        config.base_url, config.model, version=config.version, record_tokens=config.record_tokens
+    )
+
+
+@register_policy("hf")
+def _hf(config: PolicyConfig) -> Policy:
     if not config.checkpoint:
         raise PolicyError(
             "policy 'hf' needs checkpoint (--checkpoint PATH to a save_pretrained folder)"
@@ -59,13 +112,16 @@ def make_policy(config: PolicyConfig) -> Policy:
 
 
 __all__ = [
+    "POLICIES",
     "CarefulPolicy",
     "Policy",
     "PolicyConfig",
     "PolicyError",
     "PolicyInput",
+    "PolicyNameError",
     "PolicyOutput",
     "RandomPolicy",
     "RecklessPolicy",
     "make_policy",
+    "register_policy",
 ]

@@ -1,13 +1,25 @@
-"""The configurable rule that turns an episode's outcome and verdicts into one reward."""
+"""The configurable rule that turns an episode's outcome and verdicts into one reward.
+
+Reward rules are chosen by name in configuration, like environments: a rule's settings are
+a mapping whose ``rule`` key names a registered rule (default ``outcome-minus-safety``,
+:class:`RewardRule`) and whose other keys are its parameters. A package adds a rule with
+``@register_reward_rule("name")`` or the ``safactory.reward_rules`` entry point group; the
+registered thing is called with the parameters and returns a :class:`RewardShaper`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...infra.registry import Registry, RegistryError
 from ...schemas import Decision, EpisodeEnded, Outcome, Severity, Verdict
+
+ENTRY_POINT_GROUP = "safactory.reward_rules"
+DEFAULT_RULE = "outcome-minus-safety"
 
 DEFAULT_OUTCOME_BONUS = {
     Outcome.SUCCESS: 0.0,
@@ -25,6 +37,64 @@ DEFAULT_SEVERITY_PENALTY = {
 }
 
 
+class RewardShaper(Protocol):
+    """What the assembler asks of a reward rule."""
+
+    def components(self, ended: EpisodeEnded, verdicts: Iterable[Verdict]) -> dict[str, float]:
+        """The named parts of an episode's reward."""
+        ...
+
+    def reward(self, components: dict[str, float]) -> float:
+        """The reward made of ``components``."""
+        ...
+
+    def describe(self) -> str:
+        """A one-line statement of the rule, stored with every trajectory."""
+        ...
+
+
+RewardFactory = Callable[..., RewardShaper]
+
+
+def _accept(name: str, factory: RewardFactory) -> RewardFactory:
+    if not callable(factory):
+        raise TypeError(f"{factory!r} is not callable (name a class or a function of params)")
+    return factory
+
+
+REWARD_RULES: Registry[RewardFactory] = Registry("reward rule", ENTRY_POINT_GROUP, accept=_accept)
+
+
+def register_reward_rule(name: str) -> Callable[[RewardFactory], RewardFactory]:
+    """Decorator: make a reward rule selectable as ``rule = name`` in its settings."""
+    return REWARD_RULES.register(name)
+
+
+def reward_rule(settings: Mapping[str, Any] | None = None) -> RewardShaper:
+    """The rule ``settings["rule"]`` names (default :data:`DEFAULT_RULE`), built with the
+    other settings as parameters; :class:`RegistryError` lists the known names if absent
+    (a bad parameter raises the rule's own ``ValueError``)."""
+    params = dict(settings or {})
+    name = params.pop("rule", DEFAULT_RULE)
+    if not isinstance(name, str):
+        raise RegistryError(f"reward rule setting 'rule' must be a name, got {name!r}")
+    factory = REWARD_RULES.get(name)
+    try:
+        return factory(**params)
+    except TypeError as exc:
+        raise ValueError(f"reward rule {name!r}: {exc}") from None
+
+
+def reward_rule_from_json(text: str | bytes) -> RewardShaper:
+    """:func:`reward_rule` of a JSON object such as ``{"rule": "outcome-minus-safety",
+    "combine": "sum"}``; a ``ValueError`` says what is wrong with the text."""
+    settings = json.loads(text)
+    if not isinstance(settings, dict):
+        raise ValueError('a reward rule is a JSON object: {"rule": NAME, ...its parameters}')
+    return reward_rule(settings)
+
+
+@register_reward_rule(DEFAULT_RULE)
 class RewardRule(BaseModel):
     """``reward = task_reward + outcome_bonus[outcome] - safety_penalty``.
 
@@ -36,7 +106,7 @@ class RewardRule(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = "outcome-minus-safety"
+    name: str = DEFAULT_RULE
     outcome_bonus: dict[Outcome, float] = Field(default_factory=lambda: dict(DEFAULT_OUTCOME_BONUS))
     severity_penalty: dict[Severity, float] = Field(
         default_factory=lambda: dict(DEFAULT_SEVERITY_PENALTY)

@@ -12,9 +12,9 @@ a zero-argument factory returning a checker instance.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from importlib.metadata import entry_points
 from typing import TypeVar
 
+from ...infra.registry import Registry, RegistryError
 from .api import Checker
 
 ENTRY_POINT_GROUP = "safactory.checkers"
@@ -22,21 +22,28 @@ ENTRY_POINT_GROUP = "safactory.checkers"
 CheckerFactory = Callable[[], Checker]
 C = TypeVar("C", bound=type[Checker])
 
-_BUILTIN: dict[str, CheckerFactory] = {}
+
+def _accept(name: str, factory: CheckerFactory) -> CheckerFactory:
+    if not callable(factory):
+        raise TypeError(f"{factory!r} is not callable (name a Checker subclass or a factory)")
+    return factory
+
+
+CHECKERS: Registry[CheckerFactory] = Registry(
+    "checker",
+    ENTRY_POINT_GROUP,
+    builtins=("safactory.streams.audit.checkers",),
+    accept=_accept,
+    error=RegistryError,
+)
 _DEFAULT_OFF: set[str] = set()
-
-
-class RegistryError(LookupError):
-    """A checker name is unknown, duplicated, or its entry point does not load."""
 
 
 def register(*, enabled_by_default: bool = True) -> Callable[[C], C]:
     """Class decorator: make a checker available by its ``name``."""
 
     def wrap(cls: C) -> C:
-        if cls.name in _BUILTIN:
-            raise RegistryError(f"checker {cls.name!r} is registered twice")
-        _BUILTIN[cls.name] = cls
+        CHECKERS.add(cls.name, cls)
         if not enabled_by_default:
             _DEFAULT_OFF.add(cls.name)
         return cls
@@ -44,38 +51,9 @@ def register(*, enabled_by_default: bool = True) -> Callable[[C], C]:
     return wrap
 
 
-def _load_builtins() -> None:
-    from . import checkers  # noqa: F401  (registers the built-in checkers on import)
-
-
-def plugin_factories() -> dict[str, CheckerFactory]:
-    """Checkers declared by installed packages under the ``safactory.checkers`` group."""
-    found: dict[str, CheckerFactory] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            target = ep.load()
-        except Exception as exc:
-            raise RegistryError(
-                f"entry point {ep.name!r} = {ep.value!r} in group {ENTRY_POINT_GROUP!r} "
-                f"failed to load: {exc!r}; fix or uninstall the package that declares it"
-            ) from exc
-        if not callable(target):
-            raise RegistryError(f"entry point {ep.name!r} = {ep.value!r} is not callable")
-        found[ep.name] = target
-    return found
-
-
 def available() -> dict[str, CheckerFactory]:
-    """Every known checker by name: built-ins, then plugins (a plugin may not shadow one)."""
-    _load_builtins()
-    out = dict(_BUILTIN)
-    for name, factory in plugin_factories().items():
-        if name in out:
-            raise RegistryError(
-                f"plugin checker {name!r} clashes with a built-in; rename its entry point"
-            )
-        out[name] = factory
-    return out
+    """Every known checker by name: built-ins, then plugins (a name is never taken twice)."""
+    return CHECKERS.items()
 
 
 def default_names() -> list[str]:

@@ -238,8 +238,6 @@ def test_os_restore_at_a_step_is_exact_and_branches_diverge(os_env: OSEnv) -> No
 
 
 def test_entry_point_environments_are_discovered(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from safactory.agents import registry
-
     (tmp_path / "sf_plugin_env.py").write_text(
         "from safactory.agents.envs.qa_env import QAEnv\nclass PluginEnv(QAEnv):\n    pass\n"
     )
@@ -249,8 +247,7 @@ def test_entry_point_environments_are_discovered(tmp_path, monkeypatch) -> None:
     (dist / "entry_points.txt").write_text(
         "[safactory.envs]\nplugin-qa = sf_plugin_env:PluginEnv\n"
     )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_loaded", False)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the registry reads entry points again
     assert "plugin-qa" in env_names()
     env = make_env("plugin-qa")
     assert type(env).__name__ == "PluginEnv" and env.name == "plugin-qa"
