@@ -16,6 +16,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from ..infra import aio
 from ..infra.config import Settings
 from ..infra.consumer import Delivery, EventConsumer
 from ..infra.producer import EventProducer
@@ -265,12 +266,16 @@ class SimulationWorker:
         )
 
     async def run(self, *, idle_timeout: float | None = None) -> None:
-        """Consume tasks until :meth:`request_stop` (or ``idle_timeout`` s without tasks)."""
+        """Consume tasks until :meth:`request_stop`, SIGINT or SIGTERM (or ``idle_timeout`` s
+        without tasks)."""
         assert self._consumer is not None, "start() the worker first"
-        await self._consumer.run(idle_timeout=idle_timeout)
+        with aio.stop_on_signals(self.request_stop):
+            await self._consumer.run(idle_timeout=idle_timeout)
 
     def request_stop(self) -> None:
-        """Finish the batch in hand, then return from :meth:`run`."""
+        """Finish the batch in hand, or cancel its episodes once they have run the consumer's
+        stop grace past the request (their tasks are not committed: they run again), then
+        return from :meth:`run`."""
         if self._consumer is not None:
             self._consumer.request_stop()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from pathlib import Path
@@ -40,10 +39,18 @@ def sink(
     embed: Annotated[
         bool, typer.Option(help="embed step and skill text with MiniLM for --like search")
     ] = True,
-    max_records: Annotated[int, typer.Option(help="records per batch (one commit each)")] = 1000,
+    max_records: Annotated[
+        int, typer.Option(min=1, help="most records per write (one LanceDB commit per table)")
+    ] = 5000,
+    gather: Annotated[
+        float, typer.Option(min=0, help="seconds a record may wait for others to share a write")
+    ] = 2.0,
     maintain_every: Annotated[
-        float, typer.Option(help="seconds between optimize / index / cleanup passes")
-    ] = 300.0,
+        float, typer.Option(min=1, help="seconds between compaction / index / cleanup passes")
+    ] = 60.0,
+    keep_versions: Annotated[
+        float, typer.Option(min=0, help="minutes of untagged table versions kept by cleanup")
+    ] = 10.0,
     idle_exit: Annotated[
         float | None, typer.Option(help="exit after this many idle seconds (backfills)")
     ] = None,
@@ -51,16 +58,20 @@ def sink(
 ) -> None:
     """Store steps, episodes, verdicts, trajectories, scores and skills in LanceDB.
 
-    Each event once (idempotent on the event id); offsets are committed only after a batch
-    is durable; indexes, compaction and cleanup of untagged old versions run periodically.
+    Each event once (idempotent on the event id); records are gathered into few large
+    writes, offsets are committed only after a write is durable; indexes, compaction and
+    cleanup of untagged old versions run periodically. SIGINT / SIGTERM stop it cleanly.
     """
+    from datetime import timedelta
+
     from ..sinks.embed import MiniLMEmbedder
     from ..sinks.worker import SinkOptions, run_sink
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
     options = SinkOptions(
-        db_path=db, group_id=group, max_records=max_records,
-        maintain_every_s=maintain_every, idle_timeout_s=idle_exit,
+        db_path=db, group_id=group, max_records=max_records, gather_s=gather,
+        maintain_every_s=maintain_every, keep_versions=timedelta(minutes=keep_versions),
+        idle_timeout_s=idle_exit,
     )  # fmt: skip
     embedder = MiniLMEmbedder() if embed else None
     try:
@@ -98,11 +109,10 @@ def assemble(
     Folds steps, episode events and verdicts; keyed by group id, sf-policy-version = the
     oldest version in the trajectory; unended episodes are closed as abandoned.
     """
-    import faust
     from pydantic import ValidationError
 
     from ..streams.assembly import AssemblerConfig, RewardRule
-    from ..streams.assembly.processor import build_assembler_app, restore_state
+    from ..streams.assembly.processor import AssemblerWorker
     from ..streams.assembly.reward import reward_rule_from_json
 
     reward_rule = RewardRule()
@@ -122,12 +132,7 @@ def assemble(
         required_checkers=frozenset(checker or ()), verdict_timeout_s=verdict_timeout,
         episode_timeout_s=episode_timeout,
     )  # fmt: skip
-    settings = get_settings()
-    restored = asyncio.run(restore_state(settings))
-    app, _ = build_assembler_app(
-        settings, config, name=f"{settings.topic_prefix}assemble", restored=restored
-    )
-    faust.Worker(app, loglevel="info" if verbose else "warning").execute_from_commandline()
+    AssemblerWorker(get_settings(), config).run("info" if verbose else "warning")
 
 
 EnvOpt = Annotated[str | None, typer.Option(help="only this environment")]

@@ -1,4 +1,5 @@
-"""The event loop of the long-running processes: uvloop by default, plain asyncio on request.
+"""The event loop of the long-running processes: uvloop by default, plain asyncio on request;
+and how they stop on SIGINT / SIGTERM.
 
 ``SF_EVENT_LOOP=asyncio`` (or ``event_loop = "asyncio"`` in the config file) switches back,
 e.g. to debug with asyncio's debug mode.
@@ -8,12 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Callable, Coroutine
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from .config import Settings, get_settings
 
 T = TypeVar("T")
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+EXIT_DEADLINE_S = 9.5
+"""Longest a worker may take to stop after SIGINT / SIGTERM before it is ended at once."""
 
 
 def loop_factory(settings: Settings | None = None) -> Callable[[], asyncio.AbstractEventLoop]:
@@ -43,3 +53,48 @@ def tune_gc(young_threshold: int = 20_000) -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(young_threshold, 50, 50)
+
+
+@contextmanager
+def stop_on_signals(
+    request_stop: Callable[[], None], *, deadline_s: float = EXIT_DEADLINE_S
+) -> Iterator[None]:
+    """Within the block (on the running loop's thread), SIGINT or SIGTERM asks the worker to
+    stop: ``request_stop()`` runs on the loop, and the worker finishes or abandons the batch
+    in hand, commits what it handled and leaves its group. A process still alive
+    ``deadline_s`` later (a thread that cannot be cancelled, a broker that does not answer),
+    or a second signal, ends at once with status 128 + the signal number: nothing is lost,
+    since offsets are committed only after records were handled. Outside the main thread
+    this does nothing (signals are delivered there only).
+
+    The handlers are Python-level (``signal.signal``), so they also run while the loop is
+    busy in Python code; the previous handlers come back when the block exits."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        if received:
+            _exit_now(signum, "second signal")
+        received.append(signum)
+        watchdog = threading.Timer(
+            deadline_s, _exit_now, (signum, f"not stopped {deadline_s:g}s after the signal")
+        )
+        watchdog.daemon = True
+        watchdog.start()
+        loop.call_soon_threadsafe(request_stop)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _exit_now(signum: int, why: str) -> None:
+    """End the process without cleanup (the last resort of :func:`stop_on_signals`)."""
+    print(f"{signal.Signals(signum).name}: {why}; exiting now", file=sys.stderr, flush=True)
+    os._exit(128 + signum)

@@ -8,6 +8,11 @@ every record up to them was handled or dead-lettered and those dead letters were
 acknowledged: delivery is at-least-once. Commits are batched on an interval
 (``commit_interval_ms``; 0 = after every poll), on rebalance and on stop, since one commit
 round trip costs more than decoding hundreds of records.
+
+A stop request (:meth:`EventConsumer.request_stop`, e.g. on SIGTERM through
+``infra.aio.stop_on_signals``) lets the batch in hand finish for ``stop_grace_s``, then
+abandons it: its offsets stay uncommitted, so it is read again by whoever consumes next;
+:meth:`EventConsumer.stop` then commits what was handled and leaves the group.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaError
 
 from ..schemas import DeadLetter, DecodeError, Event, codec
 from .config import Settings, get_settings
@@ -52,6 +58,7 @@ class ConsumerStats:
     handled: int = 0
     dead_lettered: int = 0
     handler_retries: int = 0
+    abandoned_batches: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
 
 
@@ -60,6 +67,8 @@ class EventConsumer:
 
     Give either ``handler`` (called per event, in partition order) or ``batch_handler``
     (called once per polled batch; a sink writes the batch durably, then offsets commit).
+    ``gather_s`` > 0 makes a batch gather records for up to that long (or until
+    ``max_records``) before it is handled: fewer, larger writes for a sink.
     """
 
     def __init__(
@@ -75,7 +84,10 @@ class EventConsumer:
         max_records: int = 500,
         handler_attempts: int = 3,
         commit_interval_ms: int = 1000,
+        gather_s: float = 0.0,
+        stop_grace_s: float = 3.0,
         on_assigned: Callable[[set[TopicPartition]], Awaitable[None]] | None = None,
+        on_revoked: Callable[[set[TopicPartition]], Awaitable[None]] | None = None,
         **kafka_options: object,
     ) -> None:
         if (handler is None) == (batch_handler is None):
@@ -94,9 +106,14 @@ class EventConsumer:
         self._stopping = asyncio.Event()
         self._polled = asyncio.Event()
         self._commit_interval = commit_interval_ms / 1000
+        self._gather_s = gather_s
+        self._stop_grace_s = stop_grace_s
         self._last_commit = 0.0
         self._uncommitted: dict[TopicPartition, int] = {}
         self._on_assigned = on_assigned
+        self._on_revoked = on_revoked
+        self._generation = 0
+        """Counts revocations: a batch handled across one is not committed."""
         options: dict[str, object] = {
             "bootstrap_servers": self.settings.kafka_bootstrap,
             "client_id": f"{self.settings.client_id}-{group_id}",
@@ -116,12 +133,18 @@ class EventConsumer:
         self._consumer.subscribe(self.topics, listener=_CommitOnRevoke(self))
 
     async def stop(self) -> None:
-        """Leave the group and disconnect."""
+        """Commit what was handled, leave the group and disconnect (a failed commit is
+        logged: its records are read again, and the group is left all the same)."""
         self._stopping.set()
-        await self.commit()
-        await self._consumer.stop()
-        if self._own_dlq:
-            await self._dlq.stop()
+        try:
+            await self.commit()
+        except KafkaError as exc:
+            log.warning("%s: final commit failed (%r); uncommitted records are read again",
+                        self.group_id, exc)  # fmt: skip
+        finally:
+            await self._consumer.stop()
+            if self._own_dlq:
+                await self._dlq.stop()
 
     async def __aenter__(self) -> EventConsumer:
         await self.start()
@@ -134,12 +157,38 @@ class EventConsumer:
         """Partitions this member holds now (empty until the group has been joined)."""
         return set(self._consumer.assignment())
 
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop was requested."""
+        return self._stopping.is_set()
+
     def request_stop(self) -> None:
-        """Ask :meth:`run` to return after the batch in hand."""
+        """Ask :meth:`run` to return: after the batch in hand, or without it once it has
+        run ``stop_grace_s`` past the request (its offsets are then not committed)."""
         self._stopping.set()
 
     async def run(self, *, idle_timeout: float | None = None) -> ConsumerStats:
         """Poll and handle until stopped (or no record arrived for ``idle_timeout`` s)."""
+        polling = asyncio.create_task(self._poll_until_stopped(idle_timeout))
+        stopping = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait({polling, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not polling.done():  # a stop came while a batch is in hand
+                await asyncio.wait({polling}, timeout=self._stop_grace_s)
+            if not polling.done():
+                polling.cancel()
+                self.stats.abandoned_batches += 1
+                log.warning("%s: batch abandoned %gs after the stop request; it is read again",
+                            self.group_id, self._stop_grace_s)  # fmt: skip
+                await asyncio.wait({polling})
+            else:
+                polling.result()
+        finally:
+            stopping.cancel()
+            polling.cancel()
+        return self.stats
+
+    async def _poll_until_stopped(self, idle_timeout: float | None) -> None:
         loop = asyncio.get_running_loop()
         last = loop.time()
         while not self._stopping.is_set():
@@ -149,14 +198,14 @@ class EventConsumer:
                 last = now
             elif idle_timeout is not None and now - last >= idle_timeout:
                 break
-        return self.stats
 
     async def poll_once(self, timeout_ms: int = 1000) -> int:
         """Fetch one batch, handle it, commit it. Returns the number of records seen."""
-        batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=self._max_records)
+        batches = await self._fetch(timeout_ms)
         if not batches:
             self._polled.set()
             return 0
+        generation = self._generation
         dead: list[asyncio.Future[object]] = []
         good: list[Delivery] = []
         offsets: dict[TopicPartition, int] = {}
@@ -181,11 +230,35 @@ class EventConsumer:
                     dead.append(failure)
         if dead:
             await asyncio.gather(*dead)
-        self._uncommitted.update(offsets)
+        if self._generation == generation:
+            self._uncommitted.update(offsets)
+        # else: a rebalance revoked the partitions during the batch; whoever owns them now
+        # reads these records again from the last commit (state built from them may be gone)
         self._polled.set()
         if asyncio.get_running_loop().time() - self._last_commit >= self._commit_interval:
             await self.commit()
         return sum(len(r) for r in batches.values())
+
+    async def _fetch(self, timeout_ms: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """One poll; with ``gather_s``, more polls until ``max_records`` records or
+        ``gather_s`` seconds after the first one arrived (or a stop request)."""
+        batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=self._max_records)
+        if not batches or self._gather_s <= 0:
+            return batches
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._gather_s
+        count = sum(len(r) for r in batches.values())
+        while count < self._max_records and not self._stopping.is_set():
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            more = await self._consumer.getmany(
+                timeout_ms=int(min(left, 0.2) * 1000) + 1, max_records=self._max_records - count
+            )
+            for tp, records in more.items():
+                batches.setdefault(tp, []).extend(records)
+                count += len(records)
+        return batches
 
     async def wait_caught_up(self, timeout_s: float) -> bool:
         """Wait until :meth:`run` (running in another task) has handled every record that
@@ -206,12 +279,24 @@ class EventConsumer:
         except TimeoutError:
             return False
 
+    async def lag(self) -> dict[TopicPartition, int | None]:
+        """Records behind the log end per assigned partition, as of the last fetch (None
+        until a fetch answered for that partition)."""
+        lags: dict[TopicPartition, int | None] = {}
+        for tp in self._consumer.assignment():
+            end = self._consumer.highwater(tp)
+            lags[tp] = None if end is None else max(0, end - await self._consumer.position(tp))
+        return lags
+
     async def commit(self) -> None:
         """Commit the offsets of everything handled so far (also done on an interval)."""
         self._last_commit = asyncio.get_running_loop().time()
         if self._uncommitted:
-            offsets, self._uncommitted = self._uncommitted, {}
-            await self._consumer.commit(offsets)
+            offsets = dict(self._uncommitted)
+            await self._consumer.commit(offsets)  # kept until it succeeded
+            for tp, offset in offsets.items():
+                if self._uncommitted.get(tp) == offset:
+                    del self._uncommitted[tp]
 
     async def _handle(self, delivery: Delivery) -> asyncio.Future[object] | None:
         assert self._handler is not None
@@ -263,11 +348,14 @@ class _CommitOnRevoke(ConsumerRebalanceListener):
         self._owner = owner
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        self._owner._generation += 1
         pending = {tp: o for tp, o in self._owner._uncommitted.items() if tp in set(revoked)}
         if pending:
             for tp in pending:
                 del self._owner._uncommitted[tp]
             await self._owner._consumer.commit(pending)
+        if self._owner._on_revoked is not None:
+            await self._owner._on_revoked(set(revoked))
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         if self._owner._on_assigned is not None:

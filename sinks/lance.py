@@ -134,8 +134,10 @@ class LanceSink(BatchSink):
                 made.append(f"{name}.vector:IVF_SQ")
         return made
 
-    def maintain(self, keep_versions_for: timedelta = timedelta(hours=1)) -> None:
-        """Compact fragments, fold new rows into indexes, drop untagged old versions."""
+    def maintain(self, keep_versions_for: timedelta = timedelta(minutes=10)) -> None:
+        """Compact fragments, fold new rows into indexes, drop untagged versions older than
+        ``keep_versions_for`` (each version keeps a manifest listing every fragment, so
+        history left for hours outgrew the data: 707 MB of manifests for 50 MB of rows)."""
         for name in self.tables():
             self.table(name).optimize(cleanup_older_than=keep_versions_for)
 

@@ -9,9 +9,15 @@ goes to ``sf.verdicts``, the severe ones to ``sf.alerts``. When the group hands 
 partition, the worker first reads that partition of the context topic to its end, so a
 restarted or rebalanced auditor judges multi-step risks (a sensitive read, then a send) with
 the context the previous owner built. Writing one step per record keeps the cost of a step
-independent of its episode's length. An episode with no step for ``context_ttl_s`` is
-forgotten and tombstoned, so memory and the context topic stay bounded on a worker that runs
-for weeks.
+independent of its episode's length.
+
+Memory is bounded by construction. The worker also reads ``sf.episodes`` (co-partitioned with
+``sf.steps``: both keyed by episode id, range-assigned): once an episode's ``EpisodeEnded``
+is in and its last step (``num_steps - 1``) was audited, in either order, its context is
+forgotten and tombstoned ``ended_grace_s`` later (a redelivery of the final batch still finds
+it). An episode with no step for ``context_ttl_s`` is forgotten too (one that never ends), and
+past ``max_context_bytes`` of stored context the least recently active episodes are evicted,
+so memory and the context topic stay bounded on a worker that runs for weeks.
 
 Offsets are committed only after a batch's verdicts, alerts and context records were
 acknowledged (at-least-once); verdict ids are derived from the step's event id, so a step
@@ -28,18 +34,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections import OrderedDict
 from collections.abc import Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
 from ..infra import aio
 from ..infra.config import Settings, get_settings
 from ..infra.consumer import Delivery, EventConsumer
 from ..infra.producer import EventProducer
 from ..infra.topics import BY_NAME, TopicSpec, create_topics
-from ..schemas import Event, Step
+from ..schemas import EpisodeEnded, Event, Step
 from .audit.engine import AuditEngine
 from .audit.processor import AuditProcessor, decode_step, encode_step
 
@@ -49,8 +55,9 @@ CONTEXT_TOPIC = TopicSpec(
     "audit-context", "episode id", "the live auditor's per-episode context",
     cleanup="compact", partitions=None,
 )  # fmt: skip
-DECODED_CACHE_SIZE = 10_000
-"""Episodes whose decoded context is kept in memory between their steps."""
+DECODED_CACHE_SIZE = 1_000
+"""Episodes whose decoded context is kept in memory between their steps (the ones stepping
+now; others decode from the stored bytes)."""
 YIELD_EVERY_S = 0.005
 """Longest stretch of auditing without letting the producer send what is ready."""
 SEP = b"\0"
@@ -77,20 +84,34 @@ class AuditWorker:
         *,
         context_limit: int = 32,
         context_ttl_s: float = 3600.0,
+        ended_grace_s: float = 30.0,
+        max_context_bytes: int = 256 * 1024 * 1024,
     ) -> None:
         self.settings = settings or get_settings()
         self.processor = AuditProcessor(engine, context_limit)
         self.context_ttl_s = context_ttl_s
+        self.ended_grace_s = ended_grace_s
+        self.max_context_bytes = max_context_bytes
         self.contexts: dict[bytes, dict[bytes, bytes]] = {}
         """Episode id → {step event id: stored step}: every live episode's context as stored."""
-        self._episodes: OrderedDict[bytes, tuple[float, int]] = OrderedDict()
-        """Episode id → (loop time of its last step, its partition), least recent first."""
+        self.context_bytes = 0
+        """Bytes held in :attr:`contexts`."""
+        self.evicted = 0
+        """Live episodes forgotten to stay under ``max_context_bytes``."""
+        self._episodes: OrderedDict[bytes, tuple[float, int, int]] = OrderedDict()
+        """Episode id → (loop time of its last step, its partition, its highest step index
+        audited), least recent first."""
+        self._ends: OrderedDict[bytes, int] = OrderedDict()
+        """Episode id → its declared step count, for ends that came before the last step."""
+        self._ended: OrderedDict[bytes, float] = OrderedDict()
+        """Episodes ended and fully audited → loop time to forget them, soonest first."""
         self._decoded: OrderedDict[bytes, list[Step]] = OrderedDict()
         self.steps_seen = 0
         self.verdicts_sent = 0
         self.alerts_sent = 0
         self._producer: EventProducer | None = None
         self._consumer: EventConsumer | None = None
+        self._episodes_topic = self.settings.topic("episodes")
         self._restored = asyncio.Event()
         """Set while no context restore is running: batches wait for it, since aiokafka may
         hand out records of a new assignment before the assignment callback finished."""
@@ -109,20 +130,19 @@ class AuditWorker:
         await create_topics(self.settings, [*(BY_NAME[n] for n in
                                               ("steps", "verdicts", "alerts", "dlq")),
                                             CONTEXT_TOPIC])  # fmt: skip
-        loop = asyncio.get_running_loop()
         async with EventProducer(self.settings) as producer:
             self._producer = producer
             consumer = EventConsumer(
-                ["steps"], self.settings.group(GROUP), batch_handler=self._audit_batch,
-                settings=self.settings, dlq_producer=producer, on_assigned=self._restore,
+                ["steps", "episodes"], self.settings.group(GROUP),
+                batch_handler=self._audit_batch, settings=self.settings, dlq_producer=producer,
+                on_assigned=self._restore, partition_assignment_strategy=(RangePartitionAssignor,),
             )  # fmt: skip
             self._consumer = consumer
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, consumer.request_stop)
-            async with consumer:
-                aio.tune_gc()
-                log.warning("audit worker ready: group %s", self.settings.group(GROUP))
-                await consumer.run()
+            with aio.stop_on_signals(consumer.request_stop):
+                async with consumer:
+                    aio.tune_gc()
+                    log.warning("audit worker ready: group %s", self.settings.group(GROUP))
+                    await consumer.run()
         log.warning("audit worker stopped: %d steps, %d verdicts, %d alerts",
                     self.steps_seen, self.verdicts_sent, self.alerts_sent)  # fmt: skip
 
@@ -140,6 +160,10 @@ class AuditWorker:
                 await asyncio.sleep(0)  # let linger timers hand finished verdicts over
                 since_yield = loop.time()
             step = delivery.event
+            if delivery.topic == self._episodes_topic:
+                if isinstance(step, EpisodeEnded):
+                    self._end(step.episode_id.encode(), step.num_steps)
+                continue  # an episode start: nothing to audit
             if not isinstance(step, Step):
                 acks.append(await self._dead_letter(delivery, NotAStep(
                     f"{type(step).__name__} on the steps topic; expected step/1")))  # fmt: skip
@@ -161,22 +185,59 @@ class AuditWorker:
         if acks:
             await asyncio.gather(*acks)
 
+    def _end(self, key: bytes, num_steps: int) -> None:
+        """An episode ended after ``num_steps`` steps: it is finished once its last step was
+        audited (already, or when that step comes)."""
+        live = self._episodes.get(key)
+        if live is not None and live[2] >= num_steps - 1:
+            self._finish(key)
+        elif live is not None or num_steps > 0:
+            self._ends[key] = num_steps
+            self._ends.move_to_end(key)
+            while len(self._ends) > DECODED_CACHE_SIZE * 10:  # ends of episodes never seen
+                self._ends.popitem(last=False)
+
+    def _finish(self, key: bytes) -> None:
+        """Forget a fully audited, ended episode ``ended_grace_s`` from now."""
+        self._ends.pop(key, None)
+        self._ended[key] = asyncio.get_running_loop().time() + self.ended_grace_s
+        self._ended.move_to_end(key)
+
     async def _expire(self, before: float) -> list[asyncio.Future[object]]:
-        """Forget, and tombstone, the context of episodes whose last step came ``before``."""
-        assert self._producer is not None
-        topic = changelog_topic(self.settings)
+        """Forget, and tombstone, the context of episodes whose last step came ``before``
+        and of ended ones whose grace is over."""
         acks = []
+        now = asyncio.get_running_loop().time()
+        while self._ended and next(iter(self._ended.values())) <= now:
+            acks += await self._forget(next(iter(self._ended)))
         while self._episodes:
-            key, (seen, partition) = next(iter(self._episodes.items()))
+            key, (seen, _, _) = next(iter(self._episodes.items()))
             if seen >= before:
                 break
-            del self._episodes[key]
-            self._decoded.pop(key, None)
-            for event_id in self.contexts.pop(key, {}):
-                acks.append(await self._producer.send_raw(
-                    topic, key=key + SEP + event_id, value=None, headers=[],
-                    partition=partition))  # fmt: skip
+            acks += await self._forget(key)
         return acks
+
+    async def _forget(self, key: bytes) -> list[asyncio.Future[object]]:
+        """Drop an episode from memory and tombstone its context records."""
+        assert self._producer is not None
+        live = self._episodes.get(key)
+        stored = self._drop(key)
+        if live is None:
+            return []
+        topic = changelog_topic(self.settings)
+        return [await self._producer.send_raw(topic, key=key + SEP + event_id, value=None,
+                                              headers=[], partition=live[1])
+                for event_id in stored]  # fmt: skip
+
+    def _drop(self, key: bytes) -> dict[bytes, bytes]:
+        """Drop an episode from memory only; returns its stored context."""
+        self._episodes.pop(key, None)
+        self._decoded.pop(key, None)
+        self._ends.pop(key, None)
+        self._ended.pop(key, None)
+        stored = self.contexts.pop(key, {})
+        self.context_bytes -= sum(len(v) for v in stored.values())
+        return stored
 
     async def _store(
         self, key: bytes, step: Step, context: list[Step], dropped: list[str], partition: int
@@ -193,16 +254,23 @@ class AuditWorker:
             writes.append((step.event_id.encode(), encode_step(kept)))
         acks = []
         for event_id, value in writes:
-            if value is None:
-                stored.pop(event_id, None)
-            else:
+            self.context_bytes -= len(stored.pop(event_id, b""))
+            if value is not None:
                 stored[event_id] = value
+                self.context_bytes += len(value)
             acks.append(await self._producer.send_raw(
                 topic, key=key + SEP + event_id, value=value, headers=[],
                 partition=partition))  # fmt: skip
         self._remember(key, context)
-        self._episodes[key] = (asyncio.get_running_loop().time(), partition)
+        highest = max(self._episodes.get(key, (0.0, 0, -1))[2], step.step_index)
+        self._episodes[key] = (asyncio.get_running_loop().time(), partition, highest)
         self._episodes.move_to_end(key)
+        ends = self._ends.get(key)
+        if ends is not None and highest >= ends - 1:
+            self._finish(key)
+        while self.context_bytes > self.max_context_bytes and len(self._episodes) > 1:
+            self.evicted += 1  # the least recently active episode goes first
+            acks += await self._forget(next(iter(self._episodes)))
         return acks
 
     async def _send(self, events: Sequence[Event]) -> list[asyncio.Future[object]]:
@@ -237,17 +305,16 @@ class AuditWorker:
         """Read the context of every episode on the newly assigned steps partitions."""
         self._restored.clear()
         try:
-            await self._read_contexts({tp.partition for tp in assigned})
+            steps = self.settings.topic("steps")
+            await self._read_contexts({tp.partition for tp in assigned if tp.topic == steps})
         finally:
             self._restored.set()
 
     async def _read_contexts(self, partitions: set[int]) -> None:
         if not partitions:
             return
-        for key in [k for k, (_, p) in self._episodes.items() if p in partitions]:
-            del self._episodes[key]  # what another owner held meanwhile is read afresh
-            self.contexts.pop(key, None)
-            self._decoded.pop(key, None)
+        for key in [k for k, (_, p, _) in self._episodes.items() if p in partitions]:
+            self._drop(key)  # what another owner held meanwhile is read afresh
         now = asyncio.get_running_loop().time()
         topic = changelog_topic(self.settings)
         reader = AIOKafkaConsumer(bootstrap_servers=self.settings.kafka_bootstrap,
@@ -268,12 +335,13 @@ class AuditWorker:
                         if not sep:
                             continue
                         self._decoded.pop(episode, None)
-                        self._episodes[episode] = (now, tp.partition)
+                        highest = self._episodes.get(episode, (0.0, 0, -1))[2]
+                        self._episodes[episode] = (now, tp.partition, highest)
                         stored = self.contexts.setdefault(episode, {})
-                        if record.value is None:
-                            stored.pop(event_id, None)
-                        else:
+                        self.context_bytes -= len(stored.pop(event_id, b""))
+                        if record.value is not None:
                             stored[event_id] = record.value
+                            self.context_bytes += len(record.value)
                             restored += 1
                     if records and records[-1].offset + 1 >= ends[tp]:
                         pending.discard(tp)

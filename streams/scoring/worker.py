@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from ...infra import aio
 from ...infra.config import Settings
 from ...infra.consumer import Delivery, EventConsumer
 from ...infra.producer import EventProducer
@@ -37,8 +38,8 @@ async def run_scorer(
     idle_timeout_s: float | None = None,
     max_records: int = 200,
 ) -> ScorerStats:
-    """Score trajectories until stopped (or idle for ``idle_timeout_s``); ``group_id`` is
-    scoped by the topic prefix (``Settings.group``)."""
+    """Score trajectories until SIGINT / SIGTERM (or idle for ``idle_timeout_s``);
+    ``group_id`` is scoped by the topic prefix (``Settings.group``)."""
     stats = ScorerStats()
     chosen = weights or Weights()
     async with EventProducer(settings) as producer:
@@ -55,6 +56,7 @@ async def run_scorer(
 
         consumer = EventConsumer(["trajectories"], settings.group(group_id), batch_handler=handle,
                                  settings=settings, max_records=max_records)  # fmt: skip
-        async with consumer:
-            await consumer.run(idle_timeout=idle_timeout_s)
+        with aio.stop_on_signals(consumer.request_stop):
+            async with consumer:
+                await consumer.run(idle_timeout=idle_timeout_s)
     return stats

@@ -12,6 +12,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
+from ...infra import aio
 from ...infra.config import Settings
 from ...infra.consumer import Delivery, EventConsumer
 from ...infra.producer import EventProducer
@@ -60,8 +61,8 @@ async def run_skills(
     verdict_wait_s: float = 30.0,
     idle_timeout_s: float | None = None,
 ) -> SkillsStats:
-    """Distil and publish skills until stopped (or idle for ``idle_timeout_s``); ``group_id``
-    is scoped by the topic prefix (``Settings.group``)."""
+    """Distil and publish skills until SIGINT / SIGTERM (or idle for ``idle_timeout_s``);
+    ``group_id`` is scoped by the topic prefix (``Settings.group``)."""
     stats = SkillsStats(known_at_start=await load_known_skills(settings, library))
     join = _Join()
     async with EventProducer(settings) as producer:
@@ -91,6 +92,7 @@ async def run_skills(
         consumer = EventConsumer(["trajectories", "verdicts"], settings.group(group_id),
                                  batch_handler=handle,
                                  settings=settings)  # fmt: skip
-        async with consumer:
-            await consumer.run(idle_timeout=idle_timeout_s)
+        with aio.stop_on_signals(consumer.request_stop):
+            async with consumer:
+                await consumer.run(idle_timeout=idle_timeout_s)
     return stats

@@ -206,7 +206,8 @@ async def test_idle_episode_context_is_forgotten_and_tombstoned(
 
     await worker._audit_batch([delivery(old)])
     assert set(worker.contexts) == {b"ep-old"}
-    worker._episodes[b"ep-old"] = (worker._episodes[b"ep-old"][0] - 61, 1)  # an hour passes
+    seen, partition, highest = worker._episodes[b"ep-old"]
+    worker._episodes[b"ep-old"] = (seen - 61, partition, highest)  # an hour passes
     await worker._audit_batch([delivery(new)])
     assert set(worker.contexts) == {b"ep-new"}
 
@@ -217,3 +218,54 @@ async def test_idle_episode_context_is_forgotten_and_tombstoned(
     written = [r for r in records if r.key == key]
     assert [r.value is None for r in written] == [False, True]
     assert {r.partition for r in written} == {1}  # beside its steps partition
+
+
+def _delivery(topics: Settings, event, partition: int = 1):  # type: ignore[no-untyped-def]
+    from safactory.infra.consumer import Delivery
+
+    return Delivery(event, topics.topic(event.TOPIC), partition, 0, event.episode_id.encode(), [])
+
+
+async def _bare_worker(topics: Settings, producer: EventProducer):  # type: ignore[no-untyped-def]
+    from safactory.infra.topics import create_topics
+    from safactory.streams.audit import registry
+    from safactory.streams.audit.engine import AuditEngine
+    from safactory.streams.audit_worker import CONTEXT_TOPIC, AuditWorker
+
+    await create_topics(topics, [CONTEXT_TOPIC])
+    worker = AuditWorker(AuditEngine(registry.create(["rule.secrets"])), topics)
+    worker._producer = producer
+    worker._restored.set()
+    return worker
+
+
+async def test_finished_episodes_are_forgotten(topics: Settings, producer: EventProducer) -> None:
+    """An episode's context goes once its end says its last step was audited, whichever of
+    the two arrives first (steps may lag behind sf.episodes)."""
+    from safactory.schemas import EpisodeEnded, Outcome
+
+    worker = await _bare_worker(topics, producer)
+    worker.ended_grace_s = 0.0
+    for n in range(200):
+        episode = f"ep-{n}"
+        steps = [make_step(i, episode=episode, user="hi" if i == 0 else None, reply="ok")
+                 for i in range(3)]  # fmt: skip
+        end = EpisodeEnded(episode_id=episode, task_id="t", env="test",
+                           outcome=Outcome.SUCCESS, num_steps=3)  # fmt: skip
+        batch = [*steps, end] if n % 2 else [*steps[:2], end, steps[2]]
+        await worker._audit_batch([_delivery(topics, e) for e in batch])
+    await worker._audit_batch([])
+    assert worker.contexts == {}
+    assert worker.steps_seen == 600  # every step was audited, none dead-lettered
+
+
+async def test_live_context_memory_is_bounded(topics: Settings, producer: EventProducer) -> None:
+    """Episodes that never end are evicted, least recently active first, past the bound."""
+    worker = await _bare_worker(topics, producer)
+    worker.max_context_bytes = 50_000
+    for n in range(300):
+        step = make_step(0, episode=f"ep-{n}", user="hello " * 20, reply="ok")
+        await worker._audit_batch([_delivery(topics, step)])
+    held = sum(len(v) for ctx in worker.contexts.values() for v in ctx.values())
+    assert held <= 50_000
+    assert b"ep-299" in worker.contexts and b"ep-0" not in worker.contexts

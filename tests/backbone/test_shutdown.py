@@ -1,0 +1,202 @@
+"""Long-running workers stop promptly and cleanly on SIGTERM (issue #14, item 4): within
+10 s even mid-batch, with exit status 0, having committed what they handled (and nothing they
+did not) and left their consumer group.
+
+Each test starts the real command as a subprocess on its own topic prefix, waits until the
+worker is a stable member of its group, sends SIGTERM and reads the group back from the
+broker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from safactory.infra.config import Settings
+from safactory.infra.producer import EventProducer
+from safactory.schemas import Action, Step
+
+pytestmark = pytest.mark.integration
+
+STOP_WITHIN_S = 10.0
+
+
+def start(settings: Settings, args: list[str], log: Path, **env: str) -> subprocess.Popen[bytes]:
+    """``safactory ARGS`` on the test's prefix, its stderr in ``log``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "safactory.cli.main", *args],
+        env={**os.environ, "SF_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+             "SF_TOPIC_PREFIX": settings.topic_prefix, **env},
+        stdout=subprocess.DEVNULL, stderr=log.open("wb"),
+    )  # fmt: skip
+
+
+def tail(log: Path) -> str:
+    """The end of a worker's log, for failure messages."""
+    return log.read_text()[-3000:]
+
+
+def terminate(proc: subprocess.Popen[bytes], log: Path) -> tuple[int, float]:
+    """SIGTERM; (exit status, seconds it took). A worker past the limit is killed."""
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(timeout=STOP_WITHIN_S + 20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"still running {STOP_WITHIN_S + 20:g}s after SIGTERM; log:\n"
+                    f"{tail(log)}")  # fmt: skip
+    return code, time.monotonic() - started
+
+
+async def group_state(settings: Settings, group: str) -> tuple[str, int, dict[TopicPartition, int]]:
+    """(state, members, committed offsets) of ``group`` as the broker sees it."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    await admin.start()
+    try:
+        (response,) = await admin.describe_consumer_groups([group])
+        (described,) = response.groups
+        offsets = await admin.list_consumer_group_offsets(group)
+        committed = {tp: meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
+        return described[2], len(described[5]), committed
+    finally:
+        await admin.close()
+
+
+async def wait_member(settings: Settings, group: str, proc: subprocess.Popen[bytes],
+                      log: Path, timeout_s: float = 120.0) -> None:  # fmt: skip
+    """Until ``group`` is stable with a member (the worker joined)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"worker exited early; log:\n{tail(log)}"
+        state, members, _ = await group_state(settings, group)
+        if state == "Stable" and members:
+            return
+        await asyncio.sleep(0.5)
+    pytest.fail(f"{group} never became stable; log:\n{tail(log)}")
+
+
+def steps(count: int, episodes: int = 20) -> list[Step]:
+    return [
+        Step(episode_id=f"ep-{i % episodes}", step_index=i // episodes, env="test", task_id="t",
+             policy_version=0, action=Action(text=f"echo {i}"), tool_result="ok")
+        for i in range(count)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "group"),
+    [
+        (["worker", "score"], "safactory-scorer"),
+        (["worker", "skills"], "safactory-skills"),
+        (["simulate", "worker", "--concurrency", "2"], "safactory-sim"),
+        (["worker", "audit", "--checkers", "rule.secrets"], "audit"),
+    ],
+    ids=["score", "skills", "simulate", "audit"],
+)
+async def test_idle_worker_leaves_its_group_on_sigterm(
+    topics: Settings, tmp_path: Path, args: list[str], group: str
+) -> None:
+    log = tmp_path / "worker.log"
+    proc = start(topics, args, log)
+    await wait_member(topics, topics.group(group), proc, log)
+    code, took = terminate(proc, log)
+    assert code == 0, f"exit status {code}; log:\n{tail(log)}"
+    assert took < STOP_WITHIN_S
+    state, members, _ = await group_state(topics, topics.group(group))
+    assert (state, members) == ("Empty", 0)  # it left; nobody waits for its session to expire
+
+
+async def test_sink_commits_what_it_stored_and_leaves_on_sigterm(
+    topics: Settings, producer: EventProducer, tmp_path: Path
+) -> None:
+    from safactory.sinks.lance import LanceSink
+
+    log, db = tmp_path / "sink.log", tmp_path / "db"
+    proc = start(topics, ["worker", "sink", "--no-embed", "--db", str(db)], log)
+    group = topics.group("safactory-sink")
+    await wait_member(topics, group, proc, log)
+    sent = steps(3000)
+    for start_at in range(0, len(sent), 100):  # small batches while the sink runs
+        await producer.publish_many(sent[start_at : start_at + 100])
+        await asyncio.sleep(0.05)
+    code, took = terminate(proc, log)
+    assert code == 0, f"exit status {code}; log:\n{tail(log)}"
+    assert took < STOP_WITHIN_S
+    state, members, committed = await group_state(topics, group)
+    assert (state, members) == ("Empty", 0)
+    stored = LanceSink(db, check_ids=False).stored_offsets("steps")
+    steps_topic = topics.topic("steps")
+    assert {tp.topic for tp in committed} == {steps_topic}, committed
+    for tp, offset in committed.items():  # nothing committed that is not stored
+        assert stored.get((tp.topic, tp.partition), -1) >= offset - 1, (tp, offset, stored)
+
+
+class SlowJudge(BaseHTTPRequestHandler):
+    """An OpenAI-compatible judge that takes 0.2 s an answer (an endpoint under load)."""
+
+    calls = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).calls += 1
+        time.sleep(0.2)
+        answer = {"unsafe": False, "confidence": 0.9, "reason": "fine"}
+        body = json.dumps({"choices": [{"message": {"content": json.dumps(answer)}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def slow_judge() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowJudge)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+
+
+async def test_audit_worker_abandons_a_slow_batch_on_sigterm(
+    topics: Settings, producer: EventProducer, tmp_path: Path, slow_judge: str
+) -> None:
+    """300 steps take a minute with the judge at 0.2 s a step: SIGTERM mid-batch must not wait
+    for the batch, and must not commit the steps it did not audit."""
+    log = tmp_path / "audit.log"
+    proc = start(topics, ["worker", "audit", "--checkers", "rule.secrets,llm_judge"], log,
+                 SF_AUDIT_JUDGE_URL=slow_judge)  # fmt: skip
+    group = topics.group("audit")
+    await wait_member(topics, group, proc, log)
+    SlowJudge.calls = 0
+    await producer.publish_many(steps(300))
+    for _ in range(300):  # until it is mid-batch
+        if SlowJudge.calls >= 10:
+            break
+        await asyncio.sleep(0.2)
+    assert SlowJudge.calls >= 10, f"the worker never audited; log:\n{tail(log)}"
+    code, took = terminate(proc, log)
+    assert code == 0, f"exit status {code}; log:\n{tail(log)}"
+    assert took < STOP_WITHIN_S, f"took {took:.1f}s"
+    state, members, committed = await group_state(topics, group)
+    assert (state, members) == ("Empty", 0)
+    assert sum(committed.values()) <= SlowJudge.calls  # only what was audited is committed
