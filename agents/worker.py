@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from ..infra import aio
 from ..infra.config import Settings
 from ..infra.consumer import Delivery, EventConsumer
+from ..infra.policy_watch import PolicyWatcher
 from ..infra.producer import EventProducer
 from ..infra.staleness import Admission, StalenessController
 from ..infra.topics import describe_topics
@@ -27,7 +27,6 @@ from ..schemas import (
     EpisodeEnded,
     EpisodeStarted,
     Outcome,
-    PolicyVersion,
     Task,
     codec,
     derive_id,
@@ -82,45 +81,6 @@ def suite_tasks(
     ]
 
 
-class PolicyWatcher:
-    """Follows ``sf.policy`` (from the beginning, as its own group) and keeps the latest
-    announcement per policy name."""
-
-    def __init__(self, settings: Settings, worker_id: str) -> None:
-        self.latest: dict[str, PolicyVersion] = {}
-        self.changed = asyncio.Event()
-        self._consumer = EventConsumer(
-            ["policy"],
-            group_id=settings.group(f"{DEFAULT_GROUP}-policy-{worker_id}"),
-            handler=self._on,
-            settings=settings,
-        )
-        self._task: asyncio.Task[Any] | None = None
-
-    async def _on(self, delivery: Delivery) -> None:
-        event = delivery.event
-        if isinstance(event, PolicyVersion):
-            known = self.latest.get(event.policy_name)
-            if known is None or event.policy_version >= known.policy_version:
-                self.latest[event.policy_name] = event
-                self.changed.set()
-
-    async def start(self, catch_up_s: float = 30.0) -> None:
-        """Join, read the announcements made so far (so the first task already knows the
-        latest version; up to ``catch_up_s``), then follow in the background."""
-        await self._consumer.start()
-        self._task = asyncio.create_task(self._consumer.run(), name="policy-watcher")
-        if not await self._consumer.wait_caught_up(catch_up_s):
-            log.warning("policy watcher: not caught up with sf.policy after %gs", catch_up_s)
-
-    async def stop(self) -> None:
-        """Stop following."""
-        self._consumer.request_stop()
-        if self._task is not None:
-            await self._task
-        await self._consumer.stop()
-
-
 class SimulationWorker:
     """A consumer-group member that runs the episodes of ``sf.tasks``."""
 
@@ -147,7 +107,7 @@ class SimulationWorker:
         self.guard, self.episode_timeout_s, self.on_done = guard, episode_timeout_s, on_done
         self.worker_id = worker_id or derive_id("worker", 1, id(self))[:12]
         self.producer = EventProducer(settings)
-        self.watcher = PolicyWatcher(settings, self.worker_id)
+        self.watcher = PolicyWatcher(settings)
         self.reloads = 0
         # Episodes admitted at once wait for one reload instead of each loading the weights.
         self._reloading = asyncio.Lock()

@@ -40,12 +40,12 @@ from pathlib import Path
 import torch
 
 from safactory.infra.config import Settings
+from safactory.infra.policy_watch import PolicyWatcher
 from safactory.infra.producer import EventProducer
 from safactory.infra.staleness import Admission, StalenessController
 from safactory.infra.topics import create_topics
 from safactory.schemas import ChatMessage, Outcome, Trajectory, TrajectoryStep
 from safactory.trainer.config import ModelConfig, TrainerConfig
-from safactory.trainer.follow import PolicyWatcher
 from safactory.trainer.learner import Learner, UpdateMetrics
 from safactory.trainer.model import build_model, resolve_placement
 from safactory.trainer.stream import StreamingTrainer
@@ -78,14 +78,14 @@ class Result:
 class Policies:
     """The latest announced weights, loaded once per version and shared by the workers."""
 
-    def __init__(self, watcher: PolicyWatcher) -> None:
-        self.watcher = watcher
+    def __init__(self, watcher: PolicyWatcher, name: str) -> None:
+        self.watcher, self.name = watcher, name
         self.loaded: dict[int, object] = {}
 
     async def model(self, version: int) -> object:
         if version not in self.loaded:
-            announced = self.watcher.latest
-            assert announced is not None and announced.policy_version >= version
+            announced = self.watcher.latest[self.name]
+            assert announced.policy_version >= version
             model, _ = await asyncio.to_thread(load_policy, announced.uri, announced.sha256)
             self.loaded[version] = model
         return self.loaded[version]
@@ -110,23 +110,16 @@ async def run_mode(args: argparse.Namespace, mode: str) -> Result:
     admission = StalenessController(max_staleness=cfg.effective_staleness)
     rng = random.Random(args.seed)
     stop = asyncio.Event()
-    async with PolicyWatcher(settings, cfg.policy_name) as watcher, \
-            EventProducer(settings) as producer:  # fmt: skip
-        await watcher.wait_for(0)
-        policies = Policies(watcher)
-
-        async def follow() -> None:
-            while not stop.is_set():
-                latest = await watcher.poll(timeout_ms=20)
-                if latest is not None and latest.policy_version >= args.updates:
-                    reached.set()
+    async with PolicyWatcher(settings) as watcher, EventProducer(settings) as producer:
+        await watcher.wait_for(cfg.policy_name, 0)
+        policies = Policies(watcher, cfg.policy_name)
 
         async def worker(index: int) -> None:
             version = 0
             generator = torch.Generator().manual_seed(args.seed * 1000 + index)
             local = random.Random(args.seed * 1000 + index)
             while not stop.is_set():
-                latest = watcher.latest.policy_version  # type: ignore[union-attr]
+                latest = watcher.latest[cfg.policy_name].policy_version
                 if mode == "sync":
                     if latest == version and index in done_at.get(version, set()):
                         await asyncio.sleep(0.005)  # each waits for the other
@@ -145,16 +138,14 @@ async def run_mode(args: argparse.Namespace, mode: str) -> Result:
                 done_at.setdefault(version, set()).add(index)
 
         done_at: dict[int, set[int]] = {}
-        reached = asyncio.Event()
-        follower = asyncio.create_task(follow())
         started = time.perf_counter()
         workers = [asyncio.create_task(worker(i)) for i in range(args.workers)]
-        await reached.wait()
+        await watcher.wait_for(cfg.policy_name, args.updates)
         seconds = time.perf_counter() - started
         consumed = trainer.state.trained_total
         stop.set()
         trainer.request_stop()
-        await asyncio.gather(*workers, follower)
+        await asyncio.gather(*workers)
         await training
     del rng
     shutil.rmtree(work, ignore_errors=True)

@@ -7,6 +7,7 @@
 - :mod:`.learner`: one update on a batch (no Kafka).
 - :mod:`.stream`: consumption under the staleness rule (``sf-policy-version`` header only),
   checkpoints with offsets (:mod:`.checkpoint`, :mod:`.offsets`), weights and announcements
-  (:mod:`.weights`, :mod:`.follow`, :mod:`.vllm_reload`).
+  (:mod:`.weights`, :mod:`.vllm_reload`; followers read them with
+  :class:`safactory.infra.policy_watch.PolicyWatcher`).
 - :mod:`.toytask`: a verifiable toy task for tests and benchmarks.
 """

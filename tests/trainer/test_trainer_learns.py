@@ -11,10 +11,10 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from safactory.infra.config import Settings
+from safactory.infra.policy_watch import PolicyWatcher
 from safactory.infra.producer import EventProducer
 from safactory.schemas import PolicyVersion
 from safactory.trainer.config import ModelConfig, TrainerConfig
-from safactory.trainer.follow import PolicyWatcher
 from safactory.trainer.learner import Learner
 from safactory.trainer.model import build_model, resolve_placement
 from safactory.trainer.stream import StreamingTrainer
@@ -66,19 +66,19 @@ async def _roll_out(
 ) -> tuple[tuple[float, float], PolicyVersion]:
     """The simulation side: load each announced version, sample a batch, produce it."""
     rng, generator = random.Random(0), torch.Generator().manual_seed(0)
-    async with PolicyWatcher(topics, cfg.policy_name) as watcher, EventProducer(topics) as producer:
-        first = await watcher.wait_for(0)
+    async with PolicyWatcher(topics) as watcher, EventProducer(topics) as producer:
+        first = await watcher.wait_for(cfg.policy_name, 0)
         policy, _ = load_policy(first.uri, first.sha256)
         before = evaluate(policy, tokenizer, samples=400, seed=1, safety_penalty=PENALTY)
         for version in range(UPDATES):
-            announced = await watcher.wait_for(version)
+            announced = await watcher.wait_for(cfg.policy_name, version)
             policy, _ = load_policy(announced.uri, announced.sha256)
             batch, _ = make_trajectories(
                 policy, tokenizer, version=announced.policy_version, groups=8, group_size=8,
                 rng=rng, generator=generator, safety_penalty=PENALTY,
             )  # fmt: skip
             await producer.publish_many(batch)
-        final = await watcher.wait_for(UPDATES)
+        final = await watcher.wait_for(cfg.policy_name, UPDATES)
     return before, final
 
 

@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from safactory.infra.config import Settings
+from safactory.infra.policy_watch import PolicyWatcher
 from safactory.infra.producer import EventProducer
 from safactory.schemas import Trajectory
 from safactory.schemas import headers as h
 from safactory.trainer.checkpoint import CheckpointStore, TrainerState, TrainingJournal
 from safactory.trainer.config import ModelConfig, TrainerConfig
-from safactory.trainer.follow import PolicyWatcher
 from safactory.trainer.learner import Learner
 from safactory.trainer.model import build_model, resolve_placement
 from safactory.trainer.stream import StreamingTrainer
@@ -54,11 +54,11 @@ async def test_staleness_is_exact_at_the_boundary_and_read_from_headers(
     trainer = StreamingTrainer(cfg, topics, learner)
     task = asyncio.create_task(trainer.run(idle_timeout=3.0))
     async with asyncio.timeout(90):
-        async with EventProducer(topics) as producer, PolicyWatcher(topics, "toy") as watcher:
+        async with EventProducer(topics) as producer, PolicyWatcher(topics) as watcher:
             for version in range(3):  # three updates on fresh data: the trainer reaches v=3
-                await watcher.wait_for(version)
+                await watcher.wait_for("toy", version)
                 await producer.publish_many(_batch(version, 4, seed=version))
-            await watcher.wait_for(3)
+            await watcher.wait_for("toy", 3)
             boundary = _batch(1, 4, seed=10)  # m = v − max_staleness = 1: used
             too_old = _batch(0, 4, seed=11)  # one less: skipped and counted
             # A stale record is judged by its header alone: its payload is never decoded.
@@ -78,7 +78,7 @@ async def test_staleness_is_exact_at_the_boundary_and_read_from_headers(
             await producer.publish(alien.model_copy(update={"steps": [step]}))
             await producer.publish_many(too_old)  # acknowledged before the boundary batch is sent
             await producer.publish_many(boundary)
-            await watcher.wait_for(4)
+            await watcher.wait_for("toy", 4)
     stats = await asyncio.wait_for(task, 30)
     assert trainer.version == 4
     assert trainer.staleness.skipped == {3: 5}

@@ -1,0 +1,137 @@
+"""The one view of the compacted policy topic: the latest announcement per policy name.
+
+Simulation workers read it before admitting an episode (hot reload when they lag), the
+trainer's followers wait on it for a version. It reads every partition from the
+beginning with no consumer group (a view commits nothing: each start rebuilds it from the
+compacted log), then follows live in the background. Versions only go forward: an older
+announcement arriving late does not replace a newer one; a tombstone (a record with no
+value) forgets its policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from ..schemas import DecodeError, PolicyVersion, codec
+from .config import Settings
+
+log = logging.getLogger(__name__)
+
+
+class PolicyWatcher:
+    """``latest[name]`` is the newest :class:`PolicyVersion` announced for ``name``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.topic = settings.topic(PolicyVersion.TOPIC)
+        self.latest: dict[str, PolicyVersion] = {}
+        self.undecodable = 0
+        self._consumer = AIOKafkaConsumer(
+            self.topic,
+            bootstrap_servers=settings.kafka_bootstrap,
+            client_id=f"{settings.client_id}-policy-watcher",
+            group_id=None,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        self._read = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, catch_up_s: float = 30.0) -> None:
+        """Connect, read the announcements made so far (up to ``catch_up_s``, so the first
+        question already gets the latest version), then follow in the background."""
+        await self._consumer.start()
+        self._task = asyncio.create_task(self._follow(), name="policy-watcher")
+        if not await self._caught_up(catch_up_s):
+            log.warning("policy watcher: not caught up with %s after %gs", self.topic, catch_up_s)
+
+    async def stop(self) -> None:
+        """Stop following and disconnect."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._consumer.stop()
+
+    async def __aenter__(self) -> PolicyWatcher:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def wait_for(self, name: str, at_least: int) -> PolicyVersion:
+        """The announcement of ``name`` once its version is ``>= at_least`` (bound the wait
+        with ``asyncio.timeout``)."""
+        async with self._read:
+            await self._read.wait_for(lambda: self._at_least(name, at_least) or not self._alive())
+        if not self._at_least(name, at_least):
+            raise RuntimeError(f"policy watcher on {self.topic} was stopped")
+        return self.latest[name]
+
+    def _at_least(self, name: str, version: int) -> bool:
+        known = self.latest.get(name)
+        return known is not None and known.policy_version >= version
+
+    async def _follow(self) -> None:
+        try:
+            while True:
+                batches = await self._consumer.getmany(timeout_ms=500)
+                for records in batches.values():
+                    for record in records:
+                        self._fold(record.key, record.value, record.headers)
+                async with self._read:
+                    self._read.notify_all()
+        finally:  # waiters see that nothing more will come (see _alive)
+            async with self._read:
+                self._read.notify_all()
+
+    def _alive(self) -> bool:
+        """Whether the view still follows; raises what stopped it if it failed."""
+        if self._task is None or not self._task.done():
+            return True
+        if not self._task.cancelled() and self._task.exception() is not None:
+            raise RuntimeError(
+                f"policy watcher on {self.topic} stopped: {self._task.exception()!r}"
+            )
+        return False
+
+    def _fold(self, key: bytes | None, value: bytes | None, headers: object) -> None:
+        if value is None:
+            if key is not None:
+                self.latest.pop(key.decode(errors="replace"), None)
+            return
+        try:
+            event = codec.decode(value, headers)  # type: ignore[arg-type]
+        except DecodeError as exc:
+            self.undecodable += 1
+            log.warning("policy watcher: undecodable record on %s: %s", self.topic, exc)
+            return
+        if not isinstance(event, PolicyVersion):
+            return
+        known = self.latest.get(event.policy_name)
+        if known is None or event.policy_version >= known.policy_version:
+            self.latest[event.policy_name] = event
+
+    async def _caught_up(self, timeout_s: float) -> bool:
+        """Whether every record on the topic at the call was read within ``timeout_s``."""
+        ends: dict[TopicPartition, int] | None = None
+        try:
+            async with asyncio.timeout(timeout_s):
+                async with self._read:
+                    while True:
+                        assigned = self._consumer.assignment()
+                        if assigned and ends is None:
+                            ends = await self._consumer.end_offsets(list(assigned))
+                        if ends is not None and all(
+                            [await self._consumer.position(tp) >= end for tp, end in ends.items()]
+                        ):
+                            return True
+                        if not self._alive():
+                            return False
+                        await self._read.wait()
+        except TimeoutError:
+            return False
