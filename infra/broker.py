@@ -1,8 +1,10 @@
-"""A real single-node Apache Kafka broker in KRaft mode, started by our own code.
+"""A real Apache Kafka node in KRaft mode (combined broker and controller), started by our
+own code.
 
 The broker's jars come from Maven Central through ``mvn`` (``infra/kafka/pom.xml``) into a
 cache directory; the broker runs as a plain ``java`` process on 127.0.0.1 with a small heap.
-Its data directory persists across ``down``/``up``.
+Its data directory persists across ``down``/``up``. Alone it is the single-node broker of
+``safactory broker``; ``infra/cluster.py`` runs several as one replicated cluster.
 """
 
 from __future__ import annotations
@@ -38,7 +40,12 @@ class BrokerStatus:
 
 
 class LocalBroker:
-    """One local KRaft broker (combined broker and controller) under ``home/name``."""
+    """One local KRaft node (combined broker and controller) under ``home/name``.
+
+    Defaults make a single-node cluster. A node of a larger cluster names its ``node_id``,
+    the controller ``voters`` (``1@127.0.0.1:9093,2@...``), the ``cluster_id`` every node is
+    formatted with, and the ``replication`` of internal topics and new topics.
+    """
 
     def __init__(
         self,
@@ -49,6 +56,10 @@ class LocalBroker:
         heap: str = "768m",
         kafka_version: str = "4.1.1",
         name: str = "broker",
+        node_id: int = 1,
+        voters: str | None = None,
+        cluster_id: str | None = None,
+        replication: int = 1,
     ) -> None:
         self.home = Path(home)
         self.port = port
@@ -57,6 +68,10 @@ class LocalBroker:
         self.kafka_version = kafka_version
         self.dir = self.home / name
         self.libs = self.home / "kafka" / kafka_version / "libs"
+        self.node_id = node_id
+        self.voters = voters or f"{node_id}@127.0.0.1:{controller_port}"
+        self.cluster_id = cluster_id
+        self.replication = replication
 
     # ------------------------------------------------------------------ paths
 
@@ -109,10 +124,12 @@ class LocalBroker:
     def _write_config(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "logs").mkdir(exist_ok=True)
+        replicas = str(self.replication)
+        min_isr = str(min_insync_replicas(self.replication))
         props = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": self.voters,
             "listeners": (
                 f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
             ),
@@ -122,12 +139,14 @@ class LocalBroker:
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "log.dirs": str(self._data),
             "num.partitions": "3",
-            "offsets.topic.replication.factor": "1",
+            "default.replication.factor": replicas,
+            "min.insync.replicas": min_isr,
+            "offsets.topic.replication.factor": replicas,
             "offsets.topic.num.partitions": "10",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": min_isr,
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": min_isr,
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "true",
             "message.max.bytes": str(16 * 1024 * 1024),
@@ -147,7 +166,7 @@ class LocalBroker:
     def _format_storage(self) -> None:
         if (self._data / "meta.properties").exists():
             return
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = self.cluster_id or new_cluster_id()
         cmd = self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
                          "-c", str(self._config), "--ignore-formatted")  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -170,26 +189,41 @@ class LocalBroker:
 
     def up(self, timeout: float = 180.0) -> BrokerStatus:
         """Start the broker (resolving jars and formatting storage the first time) and wait."""
-        if self.pid() is None:
-            if _port_open(self.port):
-                raise BrokerError(
-                    f"port {self.port} is taken by another process; stop it, or set "
-                    "SF_BROKER_PORT / SF_KAFKA_BOOTSTRAP to use another port or that cluster"
-                )
-            self.resolve_jars()
-            self._write_config()
-            self._format_storage()
-            log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
-            out = open(self.dir / "logs" / "stdout.log", "ab")
-            proc = subprocess.Popen(
-                self._java("kafka.Kafka", str(self._config), heap=self.heap),
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )  # fmt: skip
-            out.close()
-            self._pid_file.write_text(str(proc.pid))
-            self._wait_ready(proc, log_start, timeout)
+        launched = self.launch()
+        if launched is not None:
+            self.wait_ready(launched, timeout)
         return self.status()
+
+    def launch(self) -> Launch | None:
+        """Start the broker process without waiting for it (``None`` if it already runs).
+
+        A node of a cluster cannot finish starting until a quorum of controllers runs, so a
+        cluster launches every node first and then waits for each (:meth:`wait_ready`).
+        """
+        if self.pid() is not None:
+            return None
+        if _port_open(self.port):
+            raise BrokerError(
+                f"port {self.port} is taken by another process; stop it, or set "
+                "SF_BROKER_PORT / SF_KAFKA_BOOTSTRAP to use another port or that cluster"
+            )
+        self.resolve_jars()
+        self._write_config()
+        self._format_storage()
+        log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
+        out = open(self.dir / "logs" / "stdout.log", "ab")
+        proc = subprocess.Popen(
+            self._java("kafka.Kafka", str(self._config), heap=self.heap),
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        out.close()
+        self._pid_file.write_text(str(proc.pid))
+        return Launch(proc, log_start)
+
+    def wait_ready(self, launched: Launch, timeout: float = 180.0) -> None:
+        """Wait until a launched broker logs that it started; kill it and raise on timeout."""
+        self._wait_ready(launched.process, launched.log_start, timeout)
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], log_start: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -257,6 +291,26 @@ class LocalBroker:
             fh.seek(max(0, fh.tell() - 256 * 1024))
             text = fh.read().decode("utf-8", errors="replace")
         return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A broker process started by :meth:`LocalBroker.launch`, not yet known to be ready."""
+
+    process: subprocess.Popen[bytes]
+    log_start: int
+    """Size of the broker log before this start: readiness is looked for after it."""
+
+
+def new_cluster_id() -> str:
+    """A fresh KRaft cluster id (a base64url uuid, as ``kafka-storage random-uuid`` prints)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def min_insync_replicas(replication: int) -> int:
+    """Replicas that must acknowledge an ``acks=all`` write: 2 once there are 3 or more (one
+    node may be down and writes go on; an acknowledged write survives losing any one node)."""
+    return 1 if replication < 3 else 2
 
 
 def _require(tool: str, hint: str) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError, for_code
 
+from .broker import min_insync_replicas
 from .config import Settings
 
 DAY_MS = 24 * 3600 * 1000
@@ -83,12 +84,14 @@ async def create_topics(
         existing = set(await admin.list_topics())
         todo = [s for s in specs if settings.topic(s.name) not in existing]
         if todo:
+            replication = replication_factor(await admin.describe_cluster())
+            durability = {"min.insync.replicas": str(min_insync_replicas(replication))}
             new = [
                 NewTopic(
                     settings.topic(s.name),
                     s.partitions or settings.default_partitions,
-                    1 if _single_broker(await admin.describe_cluster()) else 3,
-                    topic_configs=s.configs(),
+                    replication,
+                    topic_configs={**s.configs(), **durability},
                 )
                 for s in todo
             ]
@@ -131,6 +134,7 @@ async def describe_topics(settings: Settings) -> list[dict[str, object]]:
         await admin.close()
 
 
-def _single_broker(cluster: dict[str, object]) -> bool:
+def replication_factor(cluster: dict[str, object]) -> int:
+    """Replicas per partition: 3 on a cluster of three or more brokers, else 1."""
     brokers = cluster.get("brokers") or []
-    return len(brokers) < 3  # type: ignore[arg-type]
+    return 1 if len(brokers) < 3 else 3  # type: ignore[arg-type]
