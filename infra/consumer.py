@@ -113,6 +113,8 @@ class EventConsumer:
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
         self._generation = 0
+        self._ready: set[TopicPartition] = set()
+        """Partitions whose ``on_assigned`` callback has finished."""
         """Counts revocations: a batch handled across one is not committed."""
         options: dict[str, object] = {
             "bootstrap_servers": self.settings.kafka_bootstrap,
@@ -201,7 +203,7 @@ class EventConsumer:
 
     async def poll_once(self, timeout_ms: int = 1000) -> int:
         """Fetch one batch, handle it, commit it. Returns the number of records seen."""
-        batches = await self._fetch(timeout_ms)
+        batches = await self._ready_records(await self._fetch(timeout_ms))
         if not batches:
             self._polled.set()
             return 0
@@ -238,6 +240,21 @@ class EventConsumer:
         if asyncio.get_running_loop().time() - self._last_commit >= self._commit_interval:
             await self.commit()
         return sum(len(r) for r in batches.values())
+
+    async def _ready_records(
+        self, batches: dict[TopicPartition, list[ConsumerRecord]]
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """The fetched records of partitions this member still holds, once ``on_assigned``
+        has finished for them: aiokafka starts fetching a new assignment while the callback
+        (e.g. a state restore) still runs. Records of revoked partitions are left out,
+        uncommitted, for their new owner."""
+        while not self._stopping.is_set():
+            assigned = self._consumer.assignment()
+            batches = {tp: records for tp, records in batches.items() if tp in assigned}
+            if all(tp in self._ready for tp in batches):
+                return batches
+            await asyncio.sleep(0.01)
+        return {}
 
     async def _fetch(self, timeout_ms: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         """One poll; with ``gather_s``, more polls until ``max_records`` records or
@@ -349,6 +366,7 @@ class _CommitOnRevoke(ConsumerRebalanceListener):
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         self._owner._generation += 1
+        self._owner._ready -= set(revoked)
         pending = {tp: o for tp, o in self._owner._uncommitted.items() if tp in set(revoked)}
         if pending:
             for tp in pending:
@@ -360,6 +378,7 @@ class _CommitOnRevoke(ConsumerRebalanceListener):
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         if self._owner._on_assigned is not None:
             await self._owner._on_assigned(set(assigned))
+        self._owner._ready |= set(assigned)
 
 
 def _delivery(event: Event, record: ConsumerRecord) -> Delivery:

@@ -150,8 +150,6 @@ class AssemblerWorker:
         """Counts of folds whose partitions moved to another instance."""
         self._producer: EventProducer | None = None
         self._consumer: EventConsumer | None = None
-        self._restored = asyncio.Event()
-        self._restored.set()
 
     @property
     def stats(self) -> AssemblerStats:
@@ -207,7 +205,6 @@ class AssemblerWorker:
 
     async def _fold_batch(self, deliveries: list[Delivery]) -> None:
         """Fold a polled batch; return once its outputs and then its state are acknowledged."""
-        await self._restored.wait()
         now = time.time()
         outputs: list[tuple[int, Event]] = []
         for delivery in deliveries:
@@ -268,24 +265,19 @@ class AssemblerWorker:
                                              headers=headers)  # fmt: skip
 
     async def _restore(self, assigned: set[TopicPartition]) -> None:
-        """Read the state of newly assigned partitions before folding their events."""
+        """Read the state of newly assigned partitions (the consumer hands out their records
+        only after this returned)."""
         numbers = {tp.partition for tp in assigned} - set(self.parts)
-        if not numbers:
-            return
-        self._restored.clear()
-        try:
-            latest = await read_latest(self.settings, self.state_topic, numbers)
-            now = time.time()
-            for number, records in latest.items():
-                writes: list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]] = []
-                states, closed, unreadable = restore_fold(records, now)
-                fold = TrajectoryAssembler(self.config, _StateJournal(writes), states, closed)
-                self.parts[number] = _Partition(fold, writes)
-                log.warning("partition %d: restored %d open and %d closed episodes, %d "
-                            "unreadable records", number, len(states), len(closed),
-                            unreadable)  # fmt: skip
-        finally:
-            self._restored.set()
+        latest = await read_latest(self.settings, self.state_topic, numbers)
+        now = time.time()
+        for number, records in latest.items():
+            writes: list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]] = []
+            states, closed, unreadable = restore_fold(records, now)
+            fold = TrajectoryAssembler(self.config, _StateJournal(writes), states, closed)
+            self.parts[number] = _Partition(fold, writes)
+            log.warning("partition %d: restored %d open and %d closed episodes, %d "
+                        "unreadable records", number, len(states), len(closed),
+                        unreadable)  # fmt: skip
 
     async def _release(self, revoked: set[TopicPartition]) -> None:
         """Drop the folds of partitions another instance takes over (their state is
