@@ -11,7 +11,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..infra.config import get_settings
 from ..streams.audit import registry
 from ..streams.audit.batch import audit_records, metrics_by_group
 from ..streams.audit.engine import AuditEngine
@@ -23,7 +22,8 @@ from ..streams.audit.importers import (
     iter_steps,
     read_entries,
 )
-from .errors import broker_failure
+from .errors import broker_failure, get_settings
+from .errors import fail as _fail
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -44,11 +44,6 @@ CheckersOption = Annotated[
         "see `safactory audit --list-checkers`)",
     ),
 ]
-
-
-def _fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
-    return typer.Exit(code=1)
 
 
 def _engine(checkers: str | None, judge_timeout: float) -> AuditEngine:

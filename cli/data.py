@@ -11,24 +11,19 @@ import typer
 from rich.console import Console
 
 from ..infra import aio
-from ..infra.config import get_settings
+from .errors import fail as _fail
+from .errors import get_settings
 
 if TYPE_CHECKING:  # lancedb loads only when a command needs it
     from ..sinks.query import Selection
 
 console = Console()
-err = Console(stderr=True)
 
 DEFAULT_DB = "lancedb"
 DbOption = Annotated[
     Path,
     typer.Option("--db", envvar="SF_LANCEDB", help="LanceDB database folder (env SF_LANCEDB)"),
 ]
-
-
-def _fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
-    return typer.Exit(code=1)
 
 
 def sink(
@@ -153,7 +148,7 @@ def _selection(
     until: str | None,
 ) -> Selection:  # fmt: skip
     from ..schemas import Severity
-    from ..sinks.query import QueryError, Selection, parse_time
+    from ..sinks.query import Selection
 
     min_severity = None
     if severity is not None:
@@ -162,15 +157,31 @@ def _selection(
         except ValueError:
             choices = ", ".join(s.value for s in Severity)
             raise _fail(f"--severity {severity!r}: choose one of {choices}") from None
-    try:
-        start, end = (parse_time(since) if since else None), (parse_time(until) if until else None)
-    except QueryError as exc:
-        raise _fail(str(exc)) from None
+    start, end = _time("--since", since), _time("--until", until)
     return Selection(
         env=env, task=task, risk_type=risk_type, min_severity=min_severity,
         policy_version=policy_version, min_policy_version=min_policy_version,
         since=start, until=end,
     )  # fmt: skip
+
+
+def _time(option: str, text: str | None) -> float | None:
+    """Unix seconds of a ``--since``/``--until`` value; a bad one fails naming the option."""
+    from ..sinks.query import QueryError, parse_time
+
+    if not text:
+        return None
+    try:
+        moment = parse_time(text)
+    except QueryError as exc:
+        raise _fail(f"{option}: {exc}") from None
+    except (OverflowError, ValueError, OSError):  # a date outside what the clock can convert
+        moment = math.nan
+    if not math.isfinite(moment):
+        raise _fail(
+            f"{option} {text!r}: give a finite time, e.g. 1700000000 or 2026-11-30T12:00:00Z"
+        )
+    return moment
 
 
 SHOWN = {

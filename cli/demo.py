@@ -40,13 +40,13 @@ from rich.table import Table
 
 from ..agents.envs.choice_env import LABELS
 from ..agents.registry import env_class
-from ..infra.config import Settings, get_settings
+from ..infra.config import Settings
 from ..infra.producer import EventProducer
 from ..infra.topics import create_topics
 from ..schemas import Severity, Task, new_id
 from .demo_fleet import DemoError, Fleet
 from .demo_observer import Observer, Tally
-from .errors import broker_failure
+from .errors import broker_failure, get_settings
 
 console = Console()
 err = Console(stderr=True)

@@ -11,13 +11,13 @@ from rich.console import Console
 from rich.table import Table
 
 from ..infra.broker import BrokerError
-from ..infra.config import get_settings
 from ..infra.local import local_broker, uses_local_broker
 from ..infra.topics import create_topics, describe_topics
 from . import audit as _audit
 from . import data as _data
 from .demo import demo
-from .errors import broker_failure
+from .errors import broker_failure, get_settings
+from .errors import fail as _fail
 from .simulate import app as simulate_app
 from .train import train
 
@@ -47,12 +47,6 @@ app.command("query")(_data.query)
 app.command("export")(_data.export)
 
 console = Console()
-err = Console(stderr=True)
-
-
-def _fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
-    return typer.Exit(code=1)
 
 
 @broker_app.command("up")

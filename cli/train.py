@@ -14,9 +14,8 @@ from rich.live import Live
 from rich.table import Table
 
 from ..infra import aio
-from ..infra.config import get_settings
 from ..trainer.config import ConfigError, Mode, TrainerConfig, load_config
-from .errors import broker_failure
+from .errors import broker_failure, get_settings
 
 if TYPE_CHECKING:  # torch and transformers load only when a command needs them
     from ..trainer.learner import Learner
