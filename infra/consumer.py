@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError, RecordTooLargeError
 
 from ..schemas import DeadLetter, DecodeError, Event, codec
 from .config import Settings, get_settings
@@ -355,7 +355,27 @@ class EventConsumer:
         kind = reason.split(":", 1)[0]
         self.stats.reasons[kind] = self.stats.reasons.get(kind, 0) + 1
         wire = DeadLetter.wire_headers(headers, reason, topic, partition, offset, self.group_id)
-        return await self._dlq.send_raw(self.dlq_topic, key=key, value=value, headers=wire)
+        origin = (reason, topic, partition, offset, self.group_id)
+        limit = codec.MAX_PAYLOAD_BYTES - codec.RECORD_OVERHEAD_BYTES
+        if codec.record_size(key, value, wire) > limit:
+            # too large for a topic made like the catalogue's: keep a reference, not a copy
+            key, value, wire = DeadLetter.by_reference(key, value, headers, *origin)
+            return await self._dlq.send_raw(self.dlq_topic, key=key, value=value, headers=wire)
+        whole = await self._dlq.send_raw(self.dlq_topic, key=key, value=value, headers=wire)
+
+        async def whole_or_reference() -> object:
+            """The whole copy's ack; if the dead-letter topic refuses it as too large (a
+            smaller max.message.bytes there), a reference's ack instead: never a crash."""
+            try:
+                return await whole
+            except (MessageSizeTooLargeError, RecordTooLargeError) as exc:
+                log.warning("dead letter of %s@%s too large (%r): sent by reference",
+                            topic, offset, exc)  # fmt: skip
+                ref = DeadLetter.by_reference(key, value, headers, *origin)
+                return await (await self._dlq.send_raw(
+                    self.dlq_topic, key=ref[0], value=ref[1], headers=ref[2]))  # fmt: skip
+
+        return asyncio.ensure_future(whole_or_reference())
 
 
 class _CommitOnRevoke(ConsumerRebalanceListener):

@@ -21,6 +21,8 @@ ERROR = "sf-error"
 ORIGIN_TOPIC = "sf-origin-topic"
 ORIGIN_PARTITION = "sf-origin-partition"
 ORIGIN_OFFSET = "sf-origin-offset"
+VALUE_BYTES = "sf-value-bytes"
+"""On a dead letter kept by reference: the original value's size (the value is cut)."""
 ORIGIN_GROUP = "sf-origin-group"
 """The consumer group that read the record there and dead-lettered it: each group reading a
 topic dead-letters its own copy of a bad record, and this says whose copy it is."""
