@@ -1,39 +1,22 @@
 """The guard hook: check a proposed action before it executes, and maybe block it.
 
 The runner defines this small interface; the command line wires an implementation in
-(for example the auditor's checker engine in guard mode). A blocked action is not
-executed; the step is published with ``blocked=True`` and the reason, and the agent is
-told it was blocked.
+(``--guard audit``: the auditor's checker engine; ``--guard-pattern``: :class:`PatternGuard`).
+A blocked action is not executed; the step is published with ``blocked=True`` and the
+reason, and the agent is told it was blocked. The proposal and the decision are the shared
+types of :mod:`safactory.schemas.guard`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
-from ..schemas import Action, ChatMessage
+from ..schemas import Decision
+from ..schemas.guard import GuardDecision, ProposedAction
 
-
-@dataclass(frozen=True)
-class ProposedAction:
-    """What the guard sees: the action and its context."""
-
-    episode_id: str
-    env: str
-    task_id: str
-    step_index: int
-    action: Action
-    messages: list[ChatMessage]
-
-
-@dataclass(frozen=True)
-class GuardDecision:
-    """Allow the action, or block it with a reason."""
-
-    allow: bool
-    reason: str | None = None
+PATTERN_GUARD = "safactory.agents.pattern_guard"
 
 
 @runtime_checkable
@@ -58,5 +41,30 @@ class PatternGuard:
         )
         for pattern in self.patterns:
             if pattern.search(text):
-                return GuardDecision(False, f"matches guard pattern {pattern.pattern!r}")
-        return GuardDecision(True)
+                reason = f"matches guard pattern {pattern.pattern!r}"
+                return GuardDecision(Decision.BLOCK, [reason], guard=PATTERN_GUARD)
+        return GuardDecision(Decision.ALLOW, guard=PATTERN_GUARD)
+
+
+class Guards:
+    """Several guards asked in turn: the first that blocks decides, else all allowed."""
+
+    def __init__(self, guards: Sequence[Guard]) -> None:
+        self.guards = list(guards)
+
+    async def check(self, proposal: ProposedAction) -> GuardDecision:
+        decisions = []
+        for guard in self.guards:
+            decision = await guard.check(proposal)
+            if not decision.allow:
+                return decision
+            decisions.append(decision)
+        warned = any(d.decision == Decision.WARN for d in decisions)
+        return GuardDecision(
+            Decision.WARN if warned else Decision.ALLOW,
+            reasons=[r for d in decisions for r in d.reasons],
+            guard="+".join(d.guard for d in decisions),
+        )
+
+
+__all__ = ["Guard", "GuardDecision", "Guards", "PatternGuard", "ProposedAction"]

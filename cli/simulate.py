@@ -20,7 +20,7 @@ from rich.table import Table
 
 from ..agents.attacks import make_injector
 from ..agents.env import EnvError
-from ..agents.guard import PatternGuard
+from ..agents.guard import Guard, Guards, PatternGuard
 from ..agents.policies import PolicyConfig, PolicyError, make_policy
 from ..agents.registry import env_class, env_names
 from ..agents.worker import DEFAULT_GROUP, EpisodeTracker, SimulationWorker, suite_tasks
@@ -68,6 +68,14 @@ GuardOpt = Annotated[
     list[str] | None,
     typer.Option("--guard-pattern", help="block actions matching this regex (repeatable)"),
 ]
+GuardKindOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--guard",
+        help="audit: the live audit engine (its rule and heuristic checkers) judges each "
+        "proposed action and blocks one it finds severe, before the environment runs it",
+    ),
+]
 
 
 def _policy(
@@ -91,6 +99,18 @@ def _policy(
         )
     except ValueError as exc:
         raise _fail(f"--policy {kind!r}: {exc.errors()[0]['msg']}") from None  # type: ignore[attr-defined]
+
+
+def _guard(kind: str | None, patterns: list[str] | None) -> Guard | None:
+    """The guard ``--guard`` and ``--guard-pattern`` ask for (both: the first to block wins)."""
+    if kind not in (None, "audit"):
+        raise _fail(f"--guard {kind!r}: unknown; use --guard audit (or --guard-pattern REGEX)")
+    guards: list[Guard] = [PatternGuard(patterns)] if patterns else []
+    if kind == "audit":
+        from ..streams.audit.guard import AuditGuard
+
+        guards.append(AuditGuard())
+    return Guards(guards) if len(guards) > 1 else (guards[0] if guards else None)
 
 
 def _attack(injector: str | None, step: int | None, params: list[str] | None) -> AttackPlan | None:
@@ -165,6 +185,7 @@ def run(
     group: GroupOpt = DEFAULT_GROUP,
     timeout: TimeoutOpt = 300.0,
     max_staleness: StaleOpt = 2,
+    guard: GuardKindOpt = None,
     guard_pattern: GuardOpt = None,
 ) -> None:
     """Enqueue TASKS episodes of ENV on sf.tasks and run them here with a progress bar."""
@@ -177,6 +198,7 @@ def run(
         policy, model, base_url, checkpoint, policy_version, record_tokens, max_new_tokens
     )
     plan = _attack(attack, attack_step, attack_param)
+    chosen_guard = _guard(guard, guard_pattern)
     logging.basicConfig(level=logging.WARNING)
     try:
         ended = asyncio.run(
@@ -192,7 +214,7 @@ def run(
                 group,
                 timeout,
                 max_staleness,
-                guard_pattern,
+                chosen_guard,
             )
         )
     except (EnvError, PolicyError) as exc:
@@ -214,7 +236,7 @@ async def _run(
     group: str,
     episode_timeout: float,
     max_staleness: int,
-    guard_pattern: list[str] | None,
+    guard: Guard | None,
 ) -> list[EpisodeEnded]:
     settings = get_settings()
     run_id = f"run-{new_id()[:10]}"
@@ -230,7 +252,7 @@ async def _run(
         pool_size=pool_size,
         group_id=group,
         staleness=StalenessController(max_staleness, concurrency),
-        guard=PatternGuard(guard_pattern) if guard_pattern else None,
+        guard=guard,
         episode_timeout_s=episode_timeout,
     )
     await worker.start()
@@ -306,6 +328,7 @@ def worker(
     group: GroupOpt = DEFAULT_GROUP,
     timeout: TimeoutOpt = 300.0,
     max_staleness: StaleOpt = 2,
+    guard: GuardKindOpt = None,
     guard_pattern: GuardOpt = None,
     idle_timeout: Annotated[
         float | None,
@@ -319,6 +342,7 @@ def worker(
     for name in warm or []:
         if name not in env_names():
             raise _fail(f"--warm {name!r}: unknown env; choose from {', '.join(env_names())}")
+    chosen_guard = _guard(guard, guard_pattern)
     logging.basicConfig(level=logging.INFO)
 
     async def main() -> None:
@@ -329,7 +353,7 @@ def worker(
             pool_size=pool_size,
             group_id=group,
             staleness=StalenessController(max_staleness, concurrency),
-            guard=PatternGuard(guard_pattern) if guard_pattern else None,
+            guard=chosen_guard,
             episode_timeout_s=timeout,
             on_done=lambda r: console.print(
                 f"{r.env} {r.task_id} {r.outcome.value} "

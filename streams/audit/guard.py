@@ -1,65 +1,31 @@
 """Guard mode: the audit engine asked in-process about a proposed action before it runs.
 
-The agents' runner defines its own small ``Guard`` protocol (``async check(proposal)``
-returning something with ``allow`` and ``reason``); :class:`AuditGuard` satisfies it
-without either side importing the other: ``check`` takes either a ``Step`` plus the
-episode's earlier steps, or any proposal object with ``episode_id``, ``env``, ``task_id``,
-``step_index``, ``action`` and ``messages`` (the conversation so far), and its
-:class:`GuardDecision` has ``allow`` and ``reason``. ``check_action`` and
-``apply_guardrail`` are the same call. Decisions follow OpenTelemetry GenAI naming where it fits:
-the operation is ``apply_guardrail`` and :meth:`GuardDecision.otel_attributes` gives the
-span attributes.
+The agents' runner defines its own small ``Guard`` protocol (``async check(proposal)``);
+:class:`AuditGuard` satisfies it without either side importing the other: both use the
+shared :class:`~safactory.schemas.guard.ProposedAction` and
+:class:`~safactory.schemas.guard.GuardDecision`, and the command line
+(``safactory simulate ... --guard audit``) wires it in. ``check`` takes either a ``Step``
+plus the episode's earlier steps, or a proposal (any object with ``episode_id``, ``env``,
+``task_id``, ``step_index``, ``action`` and ``messages``, the conversation so far).
+``check_action`` and ``apply_guardrail`` are the same call. An action is blocked when the
+engine's policy judges a finding severe (severity at or above ``Policy.block_at``, high by
+default), exactly as the live audit worker decides.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from ...schemas import Decision, Step, Verdict
+from ...schemas import Decision, Step
+from ...schemas.guard import GuardDecision
 from . import registry
 from .engine import AuditEngine, Policy
 from .text import message_text
 
 GUARD_NAME = "safactory.audit.guard"
 FAST_KINDS = ("rule", "heuristic")
-
-
-@dataclass(frozen=True, slots=True)
-class GuardDecision:
-    """``allow`` / ``warn`` / ``block`` for one proposed action, with the reasons."""
-
-    decision: Decision
-    reasons: list[str]
-    risk_types: list[str]
-    score: float
-    latency_ms: float
-    over_budget: bool
-    verdicts: list[Verdict] = field(default_factory=list)
-
-    @property
-    def allow(self) -> bool:
-        """Whether the action may run (``warn`` runs, and is recorded)."""
-        return self.decision != Decision.BLOCK
-
-    @property
-    def reason(self) -> str | None:
-        """The reasons as one line (``None`` when nothing was found)."""
-        return "; ".join(self.reasons) or None
-
-    def otel_attributes(self) -> dict[str, str | float | bool | list[str]]:
-        """Span attributes for a GenAI ``apply_guardrail`` operation."""
-        return {
-            "gen_ai.operation.name": "apply_guardrail",
-            "gen_ai.guardrail.name": GUARD_NAME,
-            "gen_ai.guardrail.decision": self.decision.value,
-            "gen_ai.guardrail.risk_types": self.risk_types,
-            "gen_ai.guardrail.score": self.score,
-            "gen_ai.guardrail.latency_ms": self.latency_ms,
-            "gen_ai.guardrail.over_budget": self.over_budget,
-        }
 
 
 class AuditGuard:
@@ -99,6 +65,7 @@ class AuditGuard:
             latency_ms=latency,
             over_budget=latency > self.budget_ms,
             verdicts=audit.all_verdicts,
+            guard=GUARD_NAME,
         )
 
     check_action = check
