@@ -1,0 +1,90 @@
+"""The fault campaign, short: real workers SIGKILLed mid-flow and a broker killed, then every
+record counted against the topics' end offsets (bench/chaos.py does the work).
+
+It runs on a broker of its own (other ports, its own data), so it neither needs nor
+disturbs the shared one. About 3 minutes on 2 cores; the full campaign's figures are in
+docs/RELIABILITY.md.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "chaos.py"
+WORKERS = {"audit", "assemble", "sink", "simulate"}
+
+
+def _free_port_pair() -> int:
+    """A port p with p and p + 1 free (client and controller listener of the broker)."""
+    for _ in range(50):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port >= 65000:
+            continue
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 1))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no two adjacent free ports on 127.0.0.1")
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Run the short campaign once; its figures as the JSON the bench wrote."""
+    work = tmp_path_factory.mktemp("chaos")
+    out = work / "figures.json"
+    cmd = [sys.executable, str(BENCH), "--steps", "3000", "--kills", "4", "--broker-kill",
+           "--rate", "100", "--episode-timeout", "20", "--verdict-timeout", "20",
+           "--drain-timeout", "100", "--warmup", "15", "--port", str(_free_port_pair()),
+           "--workdir", str(work / "run"), "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=420, check=False)
+    print(proc.stdout[-6000:])
+    assert out.exists(), (
+        f"the campaign wrote no figures:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+    )
+    return json.loads(out.read_text())
+
+
+def test_every_worker_and_the_broker_were_killed_mid_flow(campaign: dict) -> None:
+    kinds = Counter(f["kind"] for f in campaign["faults"])
+    assert kinds["sigkill"] >= 3 and kinds["broker_kill"] == 1, campaign["faults"]
+    assert {f["target"] for f in campaign["faults"] if f["kind"] == "sigkill"} == WORKERS
+    assert all(0 < f["progress"] < 1 for f in campaign["faults"])
+    assert campaign["steps"]["distinct"] >= 2500
+
+
+def test_the_pipeline_drained_and_stopped_with_every_offset_committed(campaign: dict) -> None:
+    drain = campaign["drain"]
+    assert drain["drained"], drain
+    assert campaign["killed_on_stop"] == []
+    assert sum(drain["lag_after_stop"]["total"].values()) == 0, drain["lag_after_stop"]
+
+
+def test_no_row_lost_or_duplicated_in_any_table(campaign: dict) -> None:
+    assert campaign["steps"]["acked_but_missing"] == 0
+    for name, table in campaign["tables"].items():
+        assert (name, table["lost"], table["duplicated"]) == (name, 0, 0), table
+
+
+def test_every_step_is_in_a_trajectory(campaign: dict) -> None:
+    steps = campaign["steps"]
+    assert steps["in_no_trajectory"] == 0, steps["orphan_examples"]
+    assert steps["in_no_stored_trajectory"] == 0
+    assert campaign["trajectories"]["incomplete"] == 0, campaign["trajectories"]
+
+
+def test_steps_of_an_episode_stay_in_order(campaign: dict) -> None:
+    assert campaign["steps"]["episodes_out_of_order"] == 0

@@ -1,0 +1,129 @@
+"""Three KRaft nodes, replication 3, min.insync.replicas 2: SIGKILL the leader of a steps
+partition while a producer sends; every acknowledged step is on the topic afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+from safactory import schemas as s
+from safactory.infra.cluster import LocalCluster
+from safactory.infra.config import Settings
+from safactory.infra.producer import EventProducer
+from safactory.infra.topics import BY_NAME, admin_client, create_topics
+
+pytestmark = pytest.mark.integration
+
+N_EVENTS = 4000
+
+
+def _free_base_port(span: int = 6) -> int:
+    """A port p with p .. p + span - 1 free on 127.0.0.1 (two per node)."""
+    for _ in range(50):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            base = sock.getsockname()[1]
+        if base + span >= 65535:
+            continue
+        try:
+            held = []
+            for port in range(base, base + span):
+                probe = socket.socket()
+                held.append(probe)
+                probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for probe in held:
+                probe.close()
+        return base
+    raise RuntimeError("no free run of ports on 127.0.0.1")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    """A fresh 3-node cluster (jars from the shared cache, data under a name of its own)."""
+    home = Settings().home
+    nodes = LocalCluster(home, name=f"chaos-test-{tmp_path.name}", base_port=_free_base_port())
+    try:
+        nodes.up()
+        yield nodes
+    finally:
+        nodes.remove()
+
+
+async def _describe_steps(settings: Settings) -> dict[int, dict]:
+    admin = admin_client(settings)
+    await admin.start()
+    try:
+        meta = await admin.describe_topics([settings.topic("steps")])
+        configs = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, settings.topic("steps"))]
+        )
+    finally:
+        await admin.close()
+    entries = {e[0]: e[1] for e in configs[0].resources[0][4]}
+    partitions = {p["partition"]: p for p in meta[0]["partitions"]}
+    return {"min_isr": int(entries["min.insync.replicas"]), "partitions": partitions}
+
+
+async def test_acknowledged_steps_survive_killing_the_partition_leader(
+    cluster: LocalCluster,
+) -> None:
+    settings = Settings(kafka_bootstrap=cluster.bootstrap, topic_prefix="leader-kill.")
+    await create_topics(settings, [BY_NAME["steps"]])
+    described = await _describe_steps(settings)
+    assert described["min_isr"] == 2
+    assert all(len(p["replicas"]) == 3 for p in described["partitions"].values())
+    leader = cluster.node(described["partitions"][0]["leader"])
+    events = [s.Step(episode_id=f"ep-{i % 9}", step_index=i, env="os", task_id="t",
+                     policy_version=1) for i in range(N_EVENTS)]  # fmt: skip
+
+    async def kill_leader() -> None:
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(leader.kill)
+
+    acked: list[str] = []
+    failed: list[str] = []
+    async with EventProducer(settings, request_timeout_ms=60_000, retry_backoff_ms=200) as out:
+        killer = asyncio.create_task(kill_leader())
+        pending = []
+        for event in events:
+            pending.append((event.event_id, await out.send(event)))
+            await asyncio.sleep(0.0005)
+        for event_id, future in pending:
+            try:
+                await future
+                acked.append(event_id)
+            except Exception as exc:
+                failed.append(f"{type(exc).__name__}: {exc}")
+        await killer
+    after = await _describe_steps(settings)
+    assert after["partitions"][0]["leader"] != leader.node_id, "the leader was not replaced"
+
+    counts: Counter[str] = Counter()
+    reader = AIOKafkaConsumer(settings.topic("steps"), bootstrap_servers=settings.kafka_bootstrap,
+                              auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
+    await reader.start()
+    try:
+        while True:
+            batch = await reader.getmany(timeout_ms=3000)
+            if not batch:
+                break
+            for records in batch.values():
+                for record in records:
+                    counts[s.codec.decode(record.value, record.headers).event_id] += 1
+    finally:
+        await reader.stop()
+    lost = [i for i in acked if i not in counts]
+    print(f"acked {len(acked)}, failed {len(failed)}, on topic {len(counts)}, lost {len(lost)}")
+    assert not failed, failed[:3]
+    assert lost == []
+    assert max(counts.values()) == 1, "a step was written twice"
