@@ -23,7 +23,7 @@ def test_any_context_bytes_decode_or_raise_validation_error(value: bytes) -> Non
         assert exc.error_count() >= 1
 
 
-@fuzz(scale=0.5)
+@fuzz()
 @given(EVENTS[s.Step])
 def test_every_step_survives_the_context_topic(step: s.Step) -> None:
     kept = compact(step)  # type: ignore[arg-type]

@@ -69,7 +69,7 @@ FIELDS = sorted(Settings.model_fields)
 ENV_NAMES = [f"SF_{f.upper()}" for f in FIELDS]
 
 
-@fuzz(scale=1.0)
+@fuzz()
 @given(st.dictionaries(st.sampled_from(ENV_NAMES), env_text | numbers, min_size=1, max_size=3))
 def test_any_sf_variables_run_or_are_named_in_one_line(env: dict[str, str]) -> None:
     # `broker status` reads settings and local files only: no broker needed
@@ -92,7 +92,7 @@ toml_files = st.one_of(
 )
 
 
-@fuzz(scale=1.0)
+@fuzz()
 @given(toml_files)
 def test_any_config_file_runs_or_is_named_in_one_line(content: bytes) -> None:
     path = WORK / "safactory.toml"
@@ -110,7 +110,7 @@ def test_a_missing_config_file_is_named_in_one_line() -> None:
 # --------------------------------------------------------------------------- options
 
 
-@fuzz(scale=1.0)
+@fuzz()
 @given(
     st.fixed_dictionaries(
         {},
@@ -131,7 +131,7 @@ def test_query_options_run_or_are_refused_naming_the_option(options: dict[str, s
     assert_clean(run(args), names=(*options, MISSING_DB, "table"))
 
 
-@fuzz(scale=1.0)
+@fuzz()
 @given(
     st.fixed_dictionaries(
         {"--out": st.sampled_from(["x.jsonl", "x.parquet", "x", "x.csv"])},
@@ -160,7 +160,7 @@ paths = st.one_of(
 (WORK / "empty").mkdir(exist_ok=True)
 
 
-@fuzz(scale=1.0)
+@fuzz()
 @given(
     paths,
     st.sampled_from(["rjudge", "openai", "generic"]) | env_text,

@@ -124,7 +124,7 @@ def test_a_record_over_the_limit_is_refused_at_decode_with_its_size() -> None:
         s.decode(value, record.headers)
 
 
-@fuzz(scale=0.5)
+@fuzz()
 @given(raw_headers, st.none() | st.binary(max_size=30), st.text(max_size=30))
 def test_dead_letter_headers_round_trip_and_any_headers_read_back(
     hdrs: list[tuple[str, bytes | None]] | None, value: bytes | None, error: str
