@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import time
 from dataclasses import dataclass
 
@@ -60,12 +59,6 @@ STATE_TOPIC = TopicSpec(
 )  # fmt: skip
 """Segments roll every 10 minutes or 64 MB, so the log cleaner can compact closed episodes
 away (it never touches the active segment: with Kafka's 1 GB default it never ran here)."""
-
-
-def group_id(settings: Settings) -> str:
-    """The assemblers' consumer group: one per topic prefix."""
-    prefix = settings.topic_prefix.strip(".")
-    return "assemble" if prefix == "sf" else f"assemble-{prefix}"
 
 
 @dataclass
@@ -171,22 +164,20 @@ class AssemblerWorker:
         """Create missing topics, join the group and assemble until asked to stop."""
         specs = [BY_NAME[n] for n in (*SOURCES, "trajectories", "dlq")]
         await create_topics(self.settings, [*specs, STATE_TOPIC])
-        loop = asyncio.get_running_loop()
         async with EventProducer(self.settings) as producer:
             self._producer = producer
             consumer = EventConsumer(
-                SOURCES, group_id(self.settings), batch_handler=self._fold_batch,
+                SOURCES, self.settings.group("assemble"), batch_handler=self._fold_batch,
                 settings=self.settings, dlq_producer=producer, on_assigned=self._restore,
                 on_revoked=self._release, max_records=1000,
                 partition_assignment_strategy=(RangePartitionAssignor,),
                 session_timeout_ms=10_000, heartbeat_interval_ms=1_000,
             )  # fmt: skip
             self._consumer = consumer
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, consumer.request_stop)
-            async with consumer:
-                log.warning("assembler ready: group %s", group_id(self.settings))
-                await self._loop(consumer, idle_timeout)
+            with aio.stop_on_signals(consumer.request_stop):
+                async with consumer:
+                    log.warning("assembler ready: group %s", self.settings.group("assemble"))
+                    await self._loop(consumer, idle_timeout)
         log.warning("assembler stopped: %s", self.stats)
         return self.stats
 

@@ -104,8 +104,9 @@ def steps(count: int, episodes: int = 20) -> list[Step]:
         (["worker", "skills"], "safactory-skills"),
         (["simulate", "worker", "--concurrency", "2"], "safactory-sim"),
         (["worker", "audit", "--checkers", "rule.secrets"], "audit"),
+        (["worker", "assemble"], "assemble"),
     ],
-    ids=["score", "skills", "simulate", "audit"],
+    ids=["score", "skills", "simulate", "audit", "assemble"],
 )
 async def test_idle_worker_leaves_its_group_on_sigterm(
     topics: Settings, tmp_path: Path, args: list[str], group: str
