@@ -195,6 +195,15 @@ def worker_audit(
         float, typer.Option(help="seconds an episode's context is kept after its last step")
     ] = 3600.0,
     judge_timeout: Annotated[float, typer.Option(help="seconds an LLM judge may take")] = 2.0,
+    shed_after: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="a step that waited longer than this many seconds is judged "
+            "by rules and heuristics only, its model checkers marked 'not run' "
+            "(0: never shed; the worker then falls behind under overload)",
+        ),
+    ] = 30.0,
     log_level: Annotated[
         str, typer.Option(envvar="SF_LOG_LEVEL", help="worker log level (info for details)")
     ] = "warning",
@@ -204,6 +213,7 @@ def worker_audit(
 
     engine = _engine(checkers, judge_timeout)
     worker = AuditWorker(
-        engine, get_settings(), context_limit=context_limit, context_ttl_s=context_ttl
-    )
+        engine, get_settings(), context_limit=context_limit, context_ttl_s=context_ttl,
+        shed_after_s=shed_after or None,
+    )  # fmt: skip
     worker.run(log_level)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -86,8 +87,14 @@ class AuditWorker:
         context_ttl_s: float = 3600.0,
         ended_grace_s: float = 30.0,
         max_context_bytes: int = 256 * 1024 * 1024,
+        shed_after_s: float | None = 30.0,
     ) -> None:
         self.settings = settings or get_settings()
+        self.shed_after_s = shed_after_s
+        """A step older than this when its turn comes is judged by the fast tier only
+        (None: never shed; the worker then falls further behind under overload)."""
+        self.steps_shed = 0
+        self._behind_logged = 0.0
         self.processor = AuditProcessor(engine, context_limit)
         self.context_ttl_s = context_ttl_s
         self.ended_grace_s = ended_grace_s
@@ -170,7 +177,8 @@ class AuditWorker:
                 continue
             key = step.episode_id.encode()
             try:
-                result = await self.processor.process(step, self._context(key))
+                result = await self.processor.process(step, self._context(key),
+                                                      fast_only=self._shed(step))  # fmt: skip
             except Exception as exc:  # a bug must not stop the stream: keep the record
                 acks.append(await self._dead_letter(delivery, exc))
                 continue
@@ -184,6 +192,27 @@ class AuditWorker:
         acks += await self._expire(loop.time() - self.context_ttl_s)
         if acks:
             await asyncio.gather(*acks)
+
+    def _shed(self, step: Step) -> str | None:
+        """Why the model tier is skipped for ``step`` (it waited too long), or None.
+
+        The back-pressure story: under overload the consumer lag grows; once a step waits
+        longer than ``shed_after_s``, only rules and heuristics judge it, and the skipped
+        checkers' verdicts say "not run" with the delay, so the worker catches up rather than
+        falling further behind, and nothing claims a check that did not happen."""
+        if self.shed_after_s is None:
+            return None
+        behind = time.time() - step.produced_at
+        if behind <= self.shed_after_s:
+            return None
+        self.steps_shed += 1
+        now = time.monotonic()
+        if now - self._behind_logged >= 10.0:
+            self._behind_logged = now
+            log.warning("audit worker %.0f s behind (over %.0f s): model checkers skipped "
+                        "until it catches up; %d steps shed so far", behind,
+                        self.shed_after_s, self.steps_shed)  # fmt: skip
+        return f"worker {behind:.0f} s behind, over the {self.shed_after_s:g} s budget"
 
     def _end(self, key: bytes, num_steps: int) -> None:
         """An episode ended after ``num_steps`` steps: it is finished once its last step was

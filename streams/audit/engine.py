@@ -4,7 +4,9 @@ One engine serves the three uses: the stream worker (per step, as events arrive)
 mode (a proposed action before it runs) and batch audit (recorded traces). A checker that
 raises yields a ``checker_error`` verdict and the others go on; an ``async`` checker (an LLM
 judge) that overruns ``judge_timeout_s`` yields an ``undecided`` verdict, so a slow judge
-never holds the stream up.
+never holds the stream up. A caller that has fallen behind may ask for the fast tier only
+(``fast_only``): rules and heuristics run, and every other checker gets an ``undecided``
+verdict saying it was not run and why, so shed work is visible in the data.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from .checkers.models import embed_step_texts
 ENGINE_NAME = "safactory.audit"
 ENGINE_VERSION = "1"
 SUMMARY_CHECKER = "audit.summary"
+FAST_KINDS = frozenset({"rule", "heuristic"})
+"""Checker kinds that stay on when the model tier is shed (microseconds per step)."""
 
 _DECISION_RANK = {
     Decision.ALLOW: 0,
@@ -94,13 +98,22 @@ class AuditEngine:
         self.policy = policy or Policy()
         self.judge_timeout_s = judge_timeout_s
 
-    async def audit_step(self, step: Step, context: Sequence[Step] = ()) -> StepAudit:
-        """Run every checker on ``step`` (``context``: earlier steps, oldest first)."""
+    async def audit_step(
+        self, step: Step, context: Sequence[Step] = (), *, fast_only: str | None = None
+    ) -> StepAudit:
+        """Run every checker on ``step`` (``context``: earlier steps, oldest first); with
+        ``fast_only`` (the reason, e.g. "worker 40 s behind"), only the fast tier."""
         ctx = list(context)
-        embed_step_texts(self.checkers, step, ctx)  # one batched forward for all the heads
-        pending: list[tuple[Checker, float, Awaitable[list[Finding]]]] = []
+        checkers = self.checkers
         verdicts: list[Verdict] = []
-        for checker in self.checkers:
+        if fast_only is not None:
+            checkers = [c for c in self.checkers if c.kind in FAST_KINDS]
+            verdicts += [self._shed(step, c, fast_only) for c in self.checkers
+                         if c.kind not in FAST_KINDS]  # fmt: skip
+        else:
+            embed_step_texts(checkers, step, ctx)  # one batched forward for all the heads
+        pending: list[tuple[Checker, float, Awaitable[list[Finding]]]] = []
+        for checker in checkers:
             started = time.perf_counter()
             try:
                 result = checker.check(step, ctx)
@@ -183,6 +196,27 @@ class AuditEngine:
                 )
             )
         return out
+
+    def _shed(self, step: Step, checker: Checker, why: str) -> Verdict:
+        return Verdict(
+            event_id=derive_id(
+                ENGINE_NAME, ENGINE_VERSION, step.event_id, checker.name, checker.version, "shed"
+            ),
+            episode_id=step.episode_id,
+            source_event_id=step.event_id,
+            step_index=step.step_index,
+            env=step.env,
+            checker=checker.name,
+            checker_version=checker.version,
+            checker_kind=checker.kind,
+            risk_type="none",
+            severity=Severity.NONE,
+            score=0.0,
+            decision=Decision.UNDECIDED,
+            reason=f"not run: {why}"[:2000],
+            policy_version=step.policy_version,
+            trace_id=step.trace_id,
+        )
 
     def _error(self, step: Step, checker: Checker, exc: BaseException, started: float) -> Verdict:
         return Verdict(

@@ -73,13 +73,16 @@ class AuditProcessor:
         self.engine = engine
         self.context_limit = context_limit
 
-    async def process(self, step: Step, stored: list[Step]) -> Processed:
-        """Audit ``step`` against the steps stored before it. A redelivered step (same
-        event id) is judged against the same earlier steps and yields the same ids."""
+    async def process(
+        self, step: Step, stored: list[Step], *, fast_only: str | None = None
+    ) -> Processed:
+        """Audit ``step`` against the steps stored before it (``fast_only``: see
+        :meth:`AuditEngine.audit_step`). A redelivered step (same event id) is judged
+        against the same earlier steps and yields the same ids."""
         earlier = [
             s for s in stored if s.step_index < step.step_index and s.event_id != step.event_id
         ]
-        audit = await self.engine.audit_step(step, earlier)
+        audit = await self.engine.audit_step(step, earlier, fast_only=fast_only)
         verdicts = audit.all_verdicts
         alert_rank = self.engine.policy.alert_at.rank
         alerts = [

@@ -107,3 +107,30 @@ def test_duplicate_checkers_rejected() -> None:
 def test_finding_score_range_checked() -> None:
     with pytest.raises(ValueError, match="score"):
         Finding("x", 1.5, Severity.LOW, "bad")
+
+
+class CountingModel(Checker):
+    name = "test.model"
+    kind = "model"
+    risk_types = ("x",)
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def check(self, step, context):
+        self.calls += 1
+        return [Finding("x", 0.9, Severity.HIGH, "model says so")]
+
+
+async def test_fast_only_runs_rules_and_marks_the_model_tier_not_run() -> None:
+    model = CountingModel()
+    engine = AuditEngine([AlwaysHigh(), model, SlowJudge()])
+    audit = await engine.audit_step(make_step(0, user="hi", reply="ok"), fast_only="60 s behind")
+    by_checker = {v.checker: v for v in audit.verdicts}
+    assert model.calls == 0
+    for name in ("test.model", "test.slow"):
+        assert by_checker[name].decision == Decision.UNDECIDED
+        assert by_checker[name].reason == "not run: 60 s behind"
+    assert by_checker["test.high"].decision == Decision.BLOCK and audit.unsafe
+    full = await AuditEngine([model]).audit_step(make_step(0, user="hi", reply="ok"))
+    assert model.calls == 1 and full.verdicts[0].event_id != by_checker["test.model"].event_id
