@@ -37,9 +37,22 @@ class TopicSpec:
         }
         if self.cleanup == "compact":
             cfg.pop("retention.ms")
-            cfg["min.compaction.lag.ms"] = "0"
+            cfg.update(COMPACTED)
         cfg.update(self.extra)
         return cfg
+
+
+COMPACTED = {
+    "min.compaction.lag.ms": "0",
+    "segment.ms": str(10 * 60_000),
+    "segment.bytes": str(64 * 1024 * 1024),
+    "min.cleanable.dirty.ratio": "0.2",
+    "delete.retention.ms": str(10 * 60_000),
+}
+"""Configs of every compacted topic: segments roll every 10 minutes or 64 MB, so the log
+cleaner, which never touches the active segment, can compact them (with Kafka's 1 GB
+segments a state topic here grew to 291 MB for 53 MB of input and was never compacted);
+tombstones stay 10 minutes for readers that restore meanwhile."""
 
 
 CATALOGUE: tuple[TopicSpec, ...] = (

@@ -54,11 +54,7 @@ STATE_TOPIC = TopicSpec(
     "assembly-state", "<episode>\\0<event id> | <episode>\\0closed",
     "the assembler's open episodes (one record per event) and recently closed ones",
     cleanup="compact", partitions=None,
-    extra={"segment.ms": str(10 * 60_000), "segment.bytes": str(64 * 1024 * 1024),
-           "min.cleanable.dirty.ratio": "0.2", "delete.retention.ms": str(10 * 60_000)},
 )  # fmt: skip
-"""Segments roll every 10 minutes or 64 MB, so the log cleaner can compact closed episodes
-away (it never touches the active segment: with Kafka's 1 GB default it never ran here)."""
 
 
 @dataclass

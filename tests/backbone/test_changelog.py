@@ -38,3 +38,22 @@ async def test_latest_values_from_full_empty_and_trimmed_partitions(settings: Se
     assert {p: {k: r.value for k, r in kv.items()} for p, kv in latest.items()} == {
         0: {b"a": b"2"}, 1: {}, 2: {b"y": b"2"},
     }  # fmt: skip
+
+
+async def test_compacted_topics_roll_segments_so_the_cleaner_can_run(settings: Settings) -> None:
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    from safactory.infra.topics import COMPACTED
+    from safactory.streams.assembly.processor import STATE_TOPIC
+
+    await create_topics(settings, [STATE_TOPIC])
+    admin = admin_client(settings)
+    await admin.start()
+    try:
+        resource = ConfigResource(ConfigResourceType.TOPIC, settings.topic(STATE_TOPIC.name))
+        (response,) = await admin.describe_configs([resource])
+    finally:
+        await admin.close()
+    entries = {e[0]: e[1] for e in response.resources[0][4]}
+    assert entries["cleanup.policy"] == "compact"
+    assert {k: entries[k] for k in COMPACTED} == COMPACTED
