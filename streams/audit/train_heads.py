@@ -24,7 +24,7 @@ import numpy as np
 
 from ...schemas import Step
 from .checkers.models import step_pieces, trajectory_features
-from .embedding import Embedder
+from .embedding import MiniLM, audit_embedder
 from .heads import HEADS_DIR, LogisticHead, fit_logistic
 from .importers import AuditRecord, read_records
 from .signals import chunks, is_read_only
@@ -436,7 +436,7 @@ def metrics(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
     }
 
 
-def features(embedder: Embedder, items: Sequence[str | tuple[Step, ...]]) -> np.ndarray:
+def features(embedder: MiniLM, items: Sequence[str | tuple[Step, ...]]) -> np.ndarray:
     """Embeddings of texts, or the trajectory head's features of step sequences (computed
     by the checker's own ``trajectory_features``, after embedding all pieces in one pass)."""
     if items and isinstance(items[0], tuple):
@@ -447,7 +447,7 @@ def features(embedder: Embedder, items: Sequence[str | tuple[Step, ...]]) -> np.
     return embedder.embed(items)  # type: ignore[arg-type]
 
 
-def train(name: str, data: Path, embedder: Embedder, out_dir: Path) -> dict[str, object]:
+def train(name: str, data: Path, embedder: MiniLM, out_dir: Path) -> dict[str, object]:
     """Fit one head on its corpus's train split; save it with its validation metrics."""
     examples = sorted(CORPORA[name](data), key=lambda e: e[0])
     train_rows = [e for e in examples if split_of(e[0]) == "train"]
@@ -487,7 +487,7 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.manual_seed(0)
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
-    embedder = Embedder(cache_size=100_000)
+    embedder = audit_embedder(cache_size=100_000)
     for name in args.only or sorted(CORPORA):
         meta = train(name, args.data, embedder, args.out)
         print(json.dumps(meta, sort_keys=True))

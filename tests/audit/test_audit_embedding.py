@@ -14,7 +14,7 @@ from safactory.streams.audit.checkers.models import (
     step_pieces,
     trajectory_features,
 )
-from safactory.streams.audit.embedding import DIM, Embedder
+from safactory.streams.audit.embedding import DIM, MiniLM, audit_embedder
 from safactory.streams.audit.heads import LogisticHead
 from safactory.streams.audit.quantised import Int8Linear
 
@@ -34,7 +34,7 @@ def test_int8_linear_is_close_and_each_row_independent_of_its_batch() -> None:
     assert torch.equal(alone[0, 0], together[1, 3])
 
 
-class CountingEmbedder(Embedder):
+class CountingEmbedder(MiniLM):
     """Deterministic fake vectors instead of MiniLM; records every text it encodes."""
 
     def __init__(self) -> None:
@@ -96,8 +96,8 @@ def test_int8_embeddings_match_float_and_barely_depend_on_the_batch() -> None:
         "Opening hours: 7am to 6pm, Monday to Saturday.",
         "word " * 300,
     ]
-    fast = Embedder()
-    exact = Embedder(quantised=False)
+    fast = audit_embedder()
+    exact = audit_embedder(quantised=False)
     together = fast.embed(texts)
     fast.clear_cache()
     alone = np.stack([fast.embed([t])[0] for t in texts])

@@ -14,7 +14,7 @@ import numpy as np
 from ....schemas import Evidence, Severity, Step
 from .. import mandate, signals
 from ..api import Checker, Finding, RiskType
-from ..embedding import DIM, Embedder, shared_embedder
+from ..embedding import DIM, MiniLM, shared_embedder
 from ..heads import LogisticHead, load_head
 from ..mandate import user_mandated
 from ..registry import register
@@ -42,7 +42,7 @@ class HeadChecker(Checker):
     kind = "model"
     head_name: ClassVar[str]
 
-    def __init__(self, embedder: Embedder | None = None, head: LogisticHead | None = None) -> None:
+    def __init__(self, embedder: MiniLM | None = None, head: LogisticHead | None = None) -> None:
         self.embedder = embedder or shared_embedder()
         self.head = head or load_head(self.head_name)
         trained_on = self.head.meta.get("embedder")
@@ -67,7 +67,7 @@ def embed_step_texts(checkers: Iterable[Checker], step: Step, context: list[Step
     """Embed every text the heads among ``checkers`` will read in ``step`` in one batched
     pass per embedder (one forward instead of one per head); each head then finds its
     vectors cached. A head whose ``texts`` fails is skipped: its own check reports the error."""
-    pending: dict[int, tuple[Embedder, list[str]]] = {}
+    pending: dict[int, tuple[MiniLM, list[str]]] = {}
     for checker in checkers:
         if isinstance(checker, HeadChecker):
             try:
@@ -273,7 +273,7 @@ def result_piece(text: str) -> str:
     return max(addressed, key=signals.reader_cues) if addressed else text[:RESULT_CHARS]
 
 
-def trajectory_features(embedder: Embedder, steps: Sequence[Step]) -> np.ndarray:
+def trajectory_features(embedder: MiniLM, steps: Sequence[Step]) -> np.ndarray:
     """The trajectory head's input, pooled from per-step pieces so that a new step costs only
     its own embeddings: mean of the task turns, mean and max of the actions, the latest
     step's actions, mean of the results (each 384 wide, zeros when there are none)."""
