@@ -24,6 +24,7 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import signal
 import statistics
 import time
@@ -42,7 +43,7 @@ from ..agents.envs.choice_env import LABELS
 from ..agents.registry import env_class
 from ..infra.config import Settings
 from ..infra.producer import EventProducer
-from ..infra.topics import create_topics
+from ..infra.topics import create_topics, delete_topics_where
 from ..schemas import Severity, Task, new_id
 from .demo_fleet import DemoError, Fleet
 from .demo_observer import Observer, Tally
@@ -320,6 +321,11 @@ EmbedOpt = Annotated[bool, typer.Option(help="sink: MiniLM vectors for `query --
 KeepOpt = Annotated[
     bool, typer.Option(help="leave the workers running after the summary, until Ctrl-C")
 ]
+KeepRunsOpt = Annotated[
+    int,
+    typer.Option(min=1, help="demo runs kept (this one included): older runs' topics and "
+                             "$SF_HOME/demo folders are deleted first, so the broker stays fast"),
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -348,6 +354,7 @@ def demo(
     verdict_wait: VerdictWaitOpt = 60.0,
     embed: EmbedOpt = False,
     keep_running: KeepOpt = False,
+    keep_runs: KeepRunsOpt = 3,
 ) -> None:
     """Run the closed loop on the local broker: discover, keep, repair, verify.
 
@@ -361,6 +368,14 @@ def demo(
     options = DemoOptions(episodes, rounds, seed, lr, concurrency, timeout, verdict_wait, embed,
                           keep_running)  # fmt: skip
     base = get_settings()
+    try:
+        pruned = _prune_runs(base, keep_runs - 1)
+    except DemoError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=1) from None
+    if pruned:
+        console.print(f"removed {len(pruned)} older demo runs ({', '.join(pruned)}): their "
+                      f"topics and folders (--keep-runs {keep_runs})")  # fmt: skip
     run = f"demo-{new_id()[:8]}"
     settings = base.model_copy(update={"topic_prefix": f"{run}."})
     workdir = (workdir or base.home / "demo" / run).resolve()
@@ -402,6 +417,26 @@ def demo(
                   f"{workdir / 'summary.json'}")  # fmt: skip
     console.print(f"look around: safactory query --db {db} --table trajectories "
                   "--risk-type destructive_operation")  # fmt: skip
+
+
+def _prune_runs(base: Settings, keep: int) -> list[str]:
+    """Delete the topics and ``$SF_HOME/demo`` folders of all but the ``keep`` newest demo
+    runs (every run leaves about 20 topics: a broker holding thousands starts slowly)."""
+    runs = sorted((d for d in (base.home / "demo").glob("demo-*") if d.is_dir()),
+                  key=lambda d: d.stat().st_mtime, reverse=True)  # fmt: skip
+    kept = {d.name for d in runs[:keep]}
+
+    def old(topic: str) -> bool:
+        run = topic.split(".", 1)[0]
+        return run.startswith("demo-") and "." in topic and run not in kept
+
+    try:
+        deleted = asyncio.run(delete_topics_where(base, old))
+    except OSError as exc:
+        raise DemoError(broker_failure(exc, base.kafka_bootstrap)) from None
+    for folder in runs[keep:]:
+        shutil.rmtree(folder, ignore_errors=True)
+    return sorted({t.split(".", 1)[0] for t in deleted} | {d.name for d in runs[keep:]})
 
 
 async def _main(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -116,6 +116,19 @@ async def create_topics(
                     raise error(f"creating topic {name}: {entry[2] if len(entry) > 2 else ''}")
         created = {settings.topic(s.name) for s in todo}
         return {settings.topic(s.name): settings.topic(s.name) in created for s in specs}
+    finally:
+        await admin.close()
+
+
+async def delete_topics_where(settings: Settings, doomed: Callable[[str], bool]) -> list[str]:
+    """Delete every topic of the cluster whose name ``doomed`` accepts; returns the names."""
+    admin = admin_client(settings)
+    await admin.start()
+    try:
+        names = sorted(t for t in await admin.list_topics() if doomed(t))
+        if names:
+            await admin.delete_topics(names)
+        return names
     finally:
         await admin.close()
 
