@@ -6,10 +6,12 @@ compacted context topic (``<prefix>audit-context``, key ``<episode id>\\0<step e
 written to the partition number its step came from, so it is co-partitioned with
 ``sf.steps``). A step that falls out of the bounded context gets a tombstone. Every verdict
 goes to ``sf.verdicts``, the severe ones to ``sf.alerts``. When the group hands this worker a
-partition, the worker first reads that partition of the context topic to its end, so a
-restarted or rebalanced auditor judges multi-step risks (a sensitive read, then a send) with
-the context the previous owner built. Writing one step per record keeps the cost of a step
-independent of its episode's length.
+partition, the worker first reads that partition of the context topic to its end
+(``infra.changelog.read_latest``: an empty or trimmed partition ends the read as well), and
+the consumer hands out the partition's steps only after that, so a restarted or rebalanced
+auditor judges multi-step risks (a sensitive read, then a send) with the context the previous
+owner built. Writing one step per record keeps the cost of a step independent of its
+episode's length.
 
 Memory is bounded by construction. The worker also reads ``sf.episodes`` (co-partitioned with
 ``sf.steps``: both keyed by episode id, range-assigned): once an episode's ``EpisodeEnded``
@@ -38,10 +40,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
 from ..infra import aio
+from ..infra.changelog import read_latest
 from ..infra.config import Settings, get_settings
 from ..infra.consumer import Delivery, EventConsumer
 from ..infra.producer import EventProducer
@@ -119,9 +122,6 @@ class AuditWorker:
         self._producer: EventProducer | None = None
         self._consumer: EventConsumer | None = None
         self._episodes_topic = self.settings.topic("episodes")
-        self._restored = asyncio.Event()
-        """Set while no context restore is running: batches wait for it, since aiokafka may
-        hand out records of a new assignment before the assignment callback finished."""
 
     # ------------------------------------------------------------------ running
 
@@ -158,7 +158,6 @@ class AuditWorker:
     async def _audit_batch(self, deliveries: list[Delivery]) -> None:
         """Audit a polled batch in order; wait until everything it emits is acknowledged."""
         assert self._producer is not None
-        await self._restored.wait()
         loop = asyncio.get_running_loop()
         acks: list[asyncio.Future[object]] = []
         since_yield = loop.time()
@@ -331,50 +330,27 @@ class AuditWorker:
             self._decoded.popitem(last=False)
 
     async def _restore(self, assigned: set[TopicPartition]) -> None:
-        """Read the context of every episode on the newly assigned steps partitions."""
-        self._restored.clear()
-        try:
-            steps = self.settings.topic("steps")
-            await self._read_contexts({tp.partition for tp in assigned if tp.topic == steps})
-        finally:
-            self._restored.set()
-
-    async def _read_contexts(self, partitions: set[int]) -> None:
+        """Read the context of every episode on the newly assigned steps partitions (the
+        consumer hands out their records only after this returned)."""
+        steps = self.settings.topic("steps")
+        partitions = {tp.partition for tp in assigned if tp.topic == steps}
         if not partitions:
             return
         for key in [k for k, (_, p, _) in self._episodes.items() if p in partitions]:
             self._drop(key)  # what another owner held meanwhile is read afresh
-        now = asyncio.get_running_loop().time()
         topic = changelog_topic(self.settings)
-        reader = AIOKafkaConsumer(bootstrap_servers=self.settings.kafka_bootstrap,
-                                  enable_auto_commit=False)  # fmt: skip
-        await reader.start()
-        try:
-            tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-            reader.assign(tps)
-            await reader.seek_to_beginning(*tps)
-            ends = await reader.end_offsets(tps)
-            pending = {tp for tp in tps if ends[tp] > 0}
-            restored = 0
-            while pending:
-                batch = await reader.getmany(*pending, timeout_ms=1000)
-                for tp, records in batch.items():
-                    for record in records:
-                        episode, sep, event_id = (record.key or b"").rpartition(SEP)
-                        if not sep:
-                            continue
-                        self._decoded.pop(episode, None)
-                        highest = self._episodes.get(episode, (0.0, 0, -1))[2]
-                        self._episodes[episode] = (now, tp.partition, highest)
-                        stored = self.contexts.setdefault(episode, {})
-                        self.context_bytes -= len(stored.pop(event_id, b""))
-                        if record.value is not None:
-                            stored[event_id] = record.value
-                            self.context_bytes += len(record.value)
-                            restored += 1
-                    if records and records[-1].offset + 1 >= ends[tp]:
-                        pending.discard(tp)
-            log.warning("restored context of %d records from %s partitions %s",
-                        restored, topic, sorted(partitions))  # fmt: skip
-        finally:
-            await reader.stop()
+        latest = await read_latest(self.settings, topic, partitions)
+        now = asyncio.get_running_loop().time()
+        restored = unreadable = 0
+        for partition, records in latest.items():
+            for key, stored in records.items():
+                episode, sep, event_id = key.rpartition(SEP)
+                if not sep:
+                    unreadable += 1
+                    continue
+                self._episodes[episode] = (now, partition, -1)
+                self.contexts.setdefault(episode, {})[event_id] = stored.value
+                self.context_bytes += len(stored.value)
+                restored += 1
+        log.warning("restored context of %d records from %s partitions %s (%d unreadable keys)",
+                    restored, topic, sorted(partitions), unreadable)  # fmt: skip

@@ -197,7 +197,6 @@ async def test_idle_episode_context_is_forgotten_and_tombstoned(
     await create_topics(topics, [CONTEXT_TOPIC])
     worker = AuditWorker(AuditEngine(registry.create(["rule.secrets"])), topics, context_ttl_s=60)
     worker._producer = producer
-    worker._restored.set()
     old = make_step(0, episode="ep-old", user="hi", reply="hello")
     new = make_step(0, episode="ep-new", user="hi", reply="hello")
 
@@ -235,7 +234,6 @@ async def _bare_worker(topics: Settings, producer: EventProducer):  # type: igno
     await create_topics(topics, [CONTEXT_TOPIC])
     worker = AuditWorker(AuditEngine(registry.create(["rule.secrets"])), topics)
     worker._producer = producer
-    worker._restored.set()
     return worker
 
 
@@ -269,3 +267,55 @@ async def test_live_context_memory_is_bounded(topics: Settings, producer: EventP
     held = sum(len(v) for ctx in worker.contexts.values() for v in ctx.values())
     assert held <= 50_000
     assert b"ep-299" in worker.contexts and b"ep-0" not in worker.contexts
+
+
+async def test_context_restores_from_empty_and_trimmed_partitions(
+    topics: Settings, producer: EventProducer
+) -> None:
+    """On assignment, context partition 0 has lost its head, partition 1 everything below its
+    end offset (retention or the log cleaner took it), partition 2 was never written: the
+    worker restores what is left and audits new steps on all three at once."""
+    from dataclasses import replace
+
+    from aiokafka import TopicPartition
+    from aiokafka.admin import RecordsToDelete
+
+    from safactory.infra.topics import admin_client, create_topics
+    from safactory.streams.audit import registry
+    from safactory.streams.audit.engine import AuditEngine
+    from safactory.streams.audit.processor import encode_step
+    from safactory.streams.audit_worker import CONTEXT_TOPIC, SEP, AuditWorker
+
+    # "compact,delete": the broker refuses to delete records of a compact-only topic
+    await create_topics(topics, [replace(CONTEXT_TOPIC, cleanup="compact,delete")])
+    context = changelog_topic(topics)
+    trimmed, kept, gone = (make_step(0, episode=e, user="hi", reply="hello")
+                           for e in ("ep-trimmed", "ep-kept", "ep-gone"))  # fmt: skip
+    for step, partition in ((trimmed, 0), (kept, 0), (gone, 1)):
+        key = step.episode_id.encode() + SEP + step.event_id.encode()
+        await (await producer.send_raw(context, key=key, value=encode_step(step), headers=[],
+                                       partition=partition))  # fmt: skip
+    admin = admin_client(topics)
+    await admin.start()
+    try:
+        await admin.delete_records({TopicPartition(context, 0): RecordsToDelete(1),
+                                    TopicPartition(context, 1): RecordsToDelete(1)})  # fmt: skip
+    finally:
+        await admin.close()
+    new = [make_step(0, episode=f"ep-new-{p}", user="hi", reply="hello") for p in range(3)]
+    for partition, step in enumerate(new):
+        record = codec.encode(step)
+        await (await producer.send_raw(topics.topic("steps"), key=record.key, value=record.value,
+                                       headers=record.headers, partition=partition))  # fmt: skip
+    worker = AuditWorker(AuditEngine(registry.create(["rule.secrets"])), topics)
+    serving = asyncio.create_task(worker.serve())
+    try:
+        async with asyncio.timeout(30):
+            while worker.steps_seen < len(new):  # noqa: ASYNC110 (a counter, no event)
+                await asyncio.sleep(0.1)
+    finally:
+        if worker._consumer is not None:
+            worker._consumer.request_stop()
+        await asyncio.wait_for(serving, 30)
+    assert worker.contexts[b"ep-kept"] == {kept.event_id.encode(): encode_step(kept)}
+    assert set(worker.contexts) == {b"ep-kept", *(s.episode_id.encode() for s in new)}
