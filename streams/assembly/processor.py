@@ -42,7 +42,7 @@ from ...infra.config import Settings
 from ...infra.consumer import Delivery, EventConsumer
 from ...infra.producer import EventProducer
 from ...infra.topics import BY_NAME, TopicSpec, create_topics
-from ...schemas import DecodeError, Event, codec
+from ...schemas import DeadLetter, DecodeError, EncodeError, Event, codec
 from .fold import AssemblerConfig, AssemblerStats, EpisodeState, TrajectoryAssembler
 
 log = logging.getLogger(__name__)
@@ -220,11 +220,12 @@ class AssemblerWorker:
         assert self._producer is not None and self._consumer is not None
         acks = []
         for _, event in outputs:
-            record = codec.encode(event)
-            topic = self.settings.topic(event.TOPIC)
-            if len(record.value) > BY_NAME[event.TOPIC].max_message_bytes:
-                acks.append(await self._too_large(event, len(record.value)))
+            try:
+                record = codec.encode(event)
+            except EncodeError as exc:
+                acks.append(await self._too_large(event, exc))
                 continue
+            topic = self.settings.topic(event.TOPIC)
             acks.append(await self._producer.send_raw(topic, key=record.key, value=record.value,
                                                       headers=list(record.headers)))  # fmt: skip
         await asyncio.gather(*acks)
@@ -237,18 +238,18 @@ class AssemblerWorker:
                 ))  # fmt: skip
         await asyncio.gather(*acks)
 
-    async def _too_large(self, event: Event, size: int) -> asyncio.Future[object]:
-        """An output over its topic's record limit: a dead letter naming it, not a crash."""
-        assert self._producer is not None
+    async def _too_large(self, event: Event, exc: EncodeError) -> asyncio.Future[object]:
+        """An output that cannot go on the wire (over the record limit): a dead letter by
+        reference naming it (its start, the reason, its size), not a crash."""
+        assert self._producer is not None and self._consumer is not None
         self.too_large += 1
-        limit = BY_NAME[event.TOPIC].max_message_bytes
-        reason = (f"too large: {type(event).__name__} {event.event_id} of episode "
-                  f"{event.episode_id} is {size} bytes, over the {limit}-byte limit of "
-                  f"{event.TOPIC}")  # fmt: skip
+        reason = f"encode: {type(event).__name__} of episode {event.episode_id}: {exc}"
         log.error(reason)
-        headers = [("sf-error", reason.encode()), ("sf-origin-topic", event.TOPIC.encode())]
-        return await self._producer.send_raw(self.settings.topic("dlq"),
-                                             key=event.episode_id.encode(), value=None,
+        key, value, headers = DeadLetter.by_reference(
+            event.episode_id.encode(), event.model_dump_json().encode(), None, reason,
+            self.settings.topic(event.TOPIC), -1, -1, self._consumer.group_id,
+        )  # fmt: skip
+        return await self._producer.send_raw(self.settings.topic("dlq"), key=key, value=value,
                                              headers=headers)  # fmt: skip
 
     async def _restore(self, assigned: set[TopicPartition]) -> None:

@@ -174,3 +174,30 @@ async def test_a_crash_between_outputs_and_their_state_loses_nothing(
 async def _trajectories(settings: Settings) -> list[Trajectory]:
     records = await _raw_records(settings.kafka_bootstrap, settings.topic("trajectories"))
     return [codec.decode(r.value, r.headers) for r in records]  # type: ignore[misc]
+
+
+async def test_a_trajectory_over_the_record_limit_is_dead_lettered_not_fatal(
+    topics: Settings, tmp_path: Path
+) -> None:
+    """Six 1.5 MB steps fit the steps topic one by one; their trajectory (9 MB) does not:
+    it goes to the dead-letter topic by reference with the reason, and work goes on."""
+    from safactory.schemas import DeadLetter
+
+    async with EventProducer(topics) as producer:
+        await producer.publish_many(_padded(episode_events(1, steps=6), 1_500_000))
+        await producer.publish_many(episode_events(2, steps=2))
+    proc = _assembler(topics, tmp_path, episode_timeout=600)
+    try:
+        got = await _collect(topics, want=1, wait_s=120, proc=proc)
+        dead = []
+        for _ in range(60):
+            dead = await _raw_records(topics.kafka_bootstrap, topics.topic("dlq"))
+            if dead:
+                break
+            await asyncio.sleep(1)
+    finally:
+        log = _kill(proc)
+    assert [d.event.episode_id for d in got] == ["ep-2"], log
+    (letter,) = [DeadLetter.from_record(r.key, r.value, r.headers) for r in dead]
+    assert letter.error.startswith("encode: Trajectory of episode ep-1")
+    assert letter.value_bytes > 9_000_000 and len(dead[0].value) <= DeadLetter.PREVIEW_BYTES
