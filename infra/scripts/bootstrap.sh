@@ -19,6 +19,8 @@ missing=()
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)          # `safactory monitor`'s test
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)  # `safactory serve`'s test
 command -v python3.11 >/dev/null 2>&1 || command -v python3 >/dev/null 2>&1 || missing+=(python3)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
