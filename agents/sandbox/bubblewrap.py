@@ -36,6 +36,7 @@ tmpfs disk quota (``Sandbox.enforcement()`` reports what is in effect).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import os
 import selectors
@@ -46,6 +47,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +63,8 @@ LAUNCH_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 bwrap's init inside the sandbox keeps the environment it was started with, and an agent can
 read it from /proc/1/environ, so host variables (API keys, tokens) must never reach it."""
 _LAUNCH_ASSIGNMENTS = " ".join(shlex.quote(f"{k}={v}") for k, v in LAUNCH_ENV.items())
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_MNT_DETACH = 2
 _DRAIN_S = 5.0
 """After a timeout kill, how long to wait for output before giving up on the pipes."""
 _HASH_SCRIPT = r"""cd "$1" && find . -xdev \( -path ./proc -o -path ./dev -o -path ./usr \
@@ -98,7 +102,7 @@ class CommandResult:
 
 def check_host() -> None:
     """Raise :class:`SandboxError` unless bubblewrap and overlay mounts work here."""
-    for tool in ("bwrap", "unshare"):
+    for tool in ("bwrap", "unshare", "prlimit"):
         if shutil.which(tool) is None:
             raise SandboxError(
                 f"{tool!r} not found; install it (Debian: apt-get install -y bubblewrap util-linux)"
@@ -221,8 +225,8 @@ class Sandbox:
         if self._rootless:
             options += ",userxattr"
         return (
-            f"{self.group.join_script()}cd {self.root} && "
-            f"mount -t overlay overlay -o {options} merged && {then}"
+            f"{self.group.join_script()}cd {shlex.quote(str(self.root))} && "
+            f"mount -t overlay overlay -o {shlex.quote(options)} merged && {then}"
         )
 
     def _bwrap_options(self, cwd: str) -> list[str]:
@@ -306,12 +310,11 @@ class Sandbox:
             nproc = processes_of_this_user() + self.limits.max_processes
         try:
             with subprocess.Popen(
-                argv,
+                [*self.limits.prlimit_argv(nproc), *argv],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=self.limits.rlimits(nproc),
                 env=LAUNCH_ENV,
                 pass_fds=(args_fd,),
             ) as proc:
@@ -476,7 +479,7 @@ class Sandbox:
         self.group.remove()
         self.outbound.close()
         if self.disk_quota:
-            subprocess.run(["umount", "-l", str(self.root)], capture_output=True)
+            _unmount_lazily(self.root)
         _remove_tree(self.root)
 
     def __enter__(self) -> Sandbox:
@@ -486,7 +489,13 @@ class Sandbox:
         self.close()
 
     def __del__(self) -> None:
+        # close() starts no subprocess (a fork from a finalizer can deadlock the host)
         if not getattr(self, "closed", True):
+            warnings.warn(
+                f"sandbox {self.root} was not closed: use 'with Sandbox(...)' or close()",
+                ResourceWarning,
+                stacklevel=2,
+            )
             self.close()
 
 
@@ -512,6 +521,12 @@ class _Capped:
     def text(self) -> str:
         """The kept bytes as text."""
         return self.kept.decode(errors="replace")
+
+
+def _unmount_lazily(path: Path) -> None:
+    """``umount -l path`` as the system call itself (no subprocess); errors are ignored, as
+    the tree is deleted next either way."""
+    _LIBC.umount2(os.fsencode(path), _MNT_DETACH)
 
 
 def _remove_tree(path: Path) -> None:

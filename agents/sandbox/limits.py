@@ -11,10 +11,9 @@ records) is capped here too, since the host's memory is outside the sandbox's cg
 from __future__ import annotations
 
 import os
-import resource
+import shlex
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,20 +43,17 @@ class Limits:
     outbound_records: int = 256
     """Connections the outbound endpoint keeps a record of (later ones are only counted)."""
 
-    def rlimits(self, nproc: int | None = None) -> Callable[[], None]:
-        """A ``preexec_fn`` setting this process's rlimits (inherited by the sandbox);
-        ``nproc`` caps the processes of this user (the fallback without a pids cgroup)."""
+    def prlimit_argv(self, nproc: int | None = None) -> list[str]:
+        """The launch chain's first command: ``prlimit`` sets the rlimits on itself and
+        execs the rest, so the sandbox inherits them without a ``preexec_fn`` (unsafe when
+        the host runs sandboxes from threads); ``nproc`` caps the processes of this user
+        (the fallback without a pids cgroup)."""
         memory = self.memory_mb * 1024 * 1024
         file_size = self.disk_mb * 1024 * 1024
-
-        def apply() -> None:
-            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if nproc is not None:
-                resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-
-        return apply
+        argv = ["prlimit", f"--as={memory}", f"--fsize={file_size}", "--core=0"]
+        if nproc is not None:
+            argv.append(f"--nproc={nproc}")
+        return [*argv, "--"]
 
 
 def processes_of_this_user() -> int:
@@ -120,7 +116,7 @@ class ProcessGroup:
 
     def join_script(self) -> str:
         """Shell code that moves the current shell (and so its descendants) into the group."""
-        return "".join(f"echo $$ > {p} && " for p in self.procs_files)
+        return "".join(f"echo $$ > {shlex.quote(str(p))} && " for p in self.procs_files)
 
     def pids(self) -> list[int]:
         """Processes currently in the group."""
