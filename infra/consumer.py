@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError, RecordTooLargeError
 
 from ..schemas import DeadLetter, DecodeError, Event, codec
+from . import metrics
 from .config import Settings, get_settings
 from .producer import EventProducer
 
@@ -50,16 +51,25 @@ Handler = Callable[[Delivery], Awaitable[None]]
 BatchHandler = Callable[[list[Delivery]], Awaitable[None]]
 
 
-@dataclass
-class ConsumerStats:
-    """Counters a consumer keeps; nothing is skipped without being counted."""
+class ConsumerStats(metrics.Tally):
+    """Counters a consumer keeps (in the metrics registry); nothing is skipped uncounted."""
 
-    received: int = 0
-    handled: int = 0
-    dead_lettered: int = 0
-    handler_retries: int = 0
-    abandoned_batches: int = 0
-    reasons: dict[str, int] = field(default_factory=dict)
+    received = metrics.Count("sf_records_in", "records a consumer received, per topic", "topic")
+    handled = metrics.Count("sf_consumer_handled", "decoded records handled")
+    dead_lettered = metrics.Count(
+        "sf_dead_letters", "records sent to the dead-letter topic, per reason and origin topic",
+        "reason", "topic",
+    )  # fmt: skip
+    screened = metrics.Count("sf_consumer_screened", "records a screen passed over")
+    handler_retries = metrics.Count("sf_consumer_handler_retries", "handler calls retried")
+    abandoned_batches = metrics.Count(
+        "sf_consumer_abandoned_batches", "batches abandoned past the stop grace"
+    )
+
+    @property
+    def reasons(self) -> dict[str, int]:
+        """Dead letters per reason (``decode``, ``handler``...)."""
+        return self.by("dead_lettered")
 
 
 class EventConsumer:
@@ -213,7 +223,7 @@ class EventConsumer:
         offsets: dict[TopicPartition, int] = {}
         for tp, records in batches.items():
             for record in records:
-                self.stats.received += 1
+                self.stats.count("received", topic=record.topic)
                 try:
                     event = codec.decode(record.value, record.headers)
                 except DecodeError as exc:
@@ -221,21 +231,26 @@ class EventConsumer:
                 else:
                     good.append(_delivery(event, record))
             offsets[tp] = records[-1].offset + 1
-        if self._batch_handler is not None:
-            if good:
-                await self._batch_handler(good)
-                self.stats.handled += len(good)
-        else:
-            for delivery in good:
-                failure = await self._handle(delivery)
-                if failure is not None:
-                    dead.append(failure)
+        with metrics.timed():
+            if self._batch_handler is not None:
+                if good:
+                    await self._batch_handler(good)
+                    self.stats.handled += len(good)
+            else:
+                for delivery in good:
+                    failure = await self._handle(delivery)
+                    if failure is not None:
+                        dead.append(failure)
         if dead:
             await asyncio.gather(*dead)
         if self._generation == generation:
             self._uncommitted.update(offsets)
         # else: a rebalance revoked the partitions during the batch; whoever owns them now
         # reads these records again from the last commit (state built from them may be gone)
+        for tp, offset in offsets.items():
+            end = self._consumer.highwater(tp)
+            if end is not None:
+                metrics.set_lag(tp.topic, tp.partition, end - offset)
         self._polled.set()
         if asyncio.get_running_loop().time() - self._last_commit >= self._commit_interval:
             await self.commit()
@@ -351,9 +366,7 @@ class EventConsumer:
         self, reason: str, topic: str, partition: int, offset: int, key: bytes | None,
         value: bytes | None, headers: Sequence[tuple[str, bytes]] | None,
     ) -> asyncio.Future[object]:  # fmt: skip
-        self.stats.dead_lettered += 1
-        kind = reason.split(":", 1)[0]
-        self.stats.reasons[kind] = self.stats.reasons.get(kind, 0) + 1
+        self.stats.count("dead_lettered", reason=reason.split(":", 1)[0], topic=topic)
         wire = DeadLetter.wire_headers(headers, reason, topic, partition, offset, self.group_id)
         origin = (reason, topic, partition, offset, self.group_id)
         limit = codec.MAX_PAYLOAD_BYTES - codec.RECORD_OVERHEAD_BYTES
