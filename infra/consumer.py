@@ -9,6 +9,12 @@ acknowledged: delivery is at-least-once. Commits are batched on an interval
 (``commit_interval_ms``; 0 = after every poll), on rebalance and on stop, since one commit
 round trip costs more than decoding hundreds of records.
 
+A ``screen`` sees each record before it is decoded and may pass over it, counted (consumers
+route and filter on headers without decoding payloads). An owner that keeps its offsets
+elsewhere (the trainer, in the checkpoint beside its model) gives ``store_offsets``: the
+handled offsets go there instead of to the group, and ``on_assigned`` positions the
+partitions with :meth:`EventConsumer.seek`.
+
 A stop request (:meth:`EventConsumer.request_stop`, e.g. on SIGTERM through
 ``infra.aio.stop_on_signals``) lets the batch in hand finish for ``stop_grace_s``, then
 abandons it: its offsets stay uncommitted, so it is read again by whoever consumes next;
@@ -49,6 +55,10 @@ class Delivery:
 
 Handler = Callable[[Delivery], Awaitable[None]]
 BatchHandler = Callable[[list[Delivery]], Awaitable[None]]
+Screen = Callable[[ConsumerRecord], bool]
+"""Sees a record before it is decoded; False passes over it (counted in ``screened``)."""
+StoreOffsets = Callable[[dict[TopicPartition, int]], None]
+"""Takes the next offset to read per partition once a batch up to it was handled."""
 
 
 class ConsumerStats(metrics.Tally):
@@ -98,6 +108,8 @@ class EventConsumer:
         stop_grace_s: float = 3.0,
         on_assigned: Callable[[set[TopicPartition]], Awaitable[None]] | None = None,
         on_revoked: Callable[[set[TopicPartition]], Awaitable[None]] | None = None,
+        screen: Screen | None = None,
+        store_offsets: StoreOffsets | None = None,
         **kafka_options: object,
     ) -> None:
         if (handler is None) == (batch_handler is None):
@@ -122,6 +134,8 @@ class EventConsumer:
         self._uncommitted: dict[TopicPartition, int] = {}
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
+        self._screen = screen
+        self._store_offsets = store_offsets
         self._generation = 0
         self._ready: set[TopicPartition] = set()
         """Partitions whose ``on_assigned`` callback has finished."""
@@ -224,6 +238,9 @@ class EventConsumer:
         for tp, records in batches.items():
             for record in records:
                 self.stats.count("received", topic=record.topic)
+                if self._screen is not None and not self._screen(record):
+                    self.stats.screened += 1
+                    continue
                 try:
                     event = codec.decode(record.value, record.headers)
                 except DecodeError as exc:
@@ -244,7 +261,10 @@ class EventConsumer:
         if dead:
             await asyncio.gather(*dead)
         if self._generation == generation:
-            self._uncommitted.update(offsets)
+            if self._store_offsets is not None:
+                self._store_offsets(offsets)
+            else:
+                self._uncommitted.update(offsets)
         # else: a rebalance revoked the partitions during the batch; whoever owns them now
         # reads these records again from the last commit (state built from them may be gone)
         for tp, offset in offsets.items():
@@ -291,6 +311,11 @@ class EventConsumer:
                 batches.setdefault(tp, []).extend(records)
                 count += len(records)
         return batches
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """Read ``tp`` from ``offset`` on (in ``on_assigned``, for offsets kept outside the
+        group); an offset the log no longer holds resets as for a new group."""
+        self._consumer.seek(tp, offset)
 
     async def wait_caught_up(self, timeout_s: float) -> bool:
         """Wait until :meth:`run` (running in another task) has handled every record that
