@@ -1,10 +1,24 @@
 """The streaming trainer: ``sf.trajectories`` in, policy versions on ``sf.policy`` out.
 
-Staleness is decided from the ``sf-policy-version`` header alone, before a payload is
-decoded; too-stale trajectories are counted and skipped, never dropped silently. Records
-that break the contract go to the dead-letter topic. After each update the trainer commits
-one checkpoint holding model, optimizer, version and consumed offsets together, and
-announces the new weights ``{version, uri, sha256}`` on the compacted policy topic.
+It consumes on the project's runtime, ``infra.consumer.EventConsumer`` (group ``trainer``,
+scoped by the topic prefix): records are decoded and checked against the header contract
+there, and every dead letter (undecodable, not a trajectory, not trainable with this
+tokenizer) leaves by the consumer's one dead-letter path. Staleness is decided from the
+``sf-policy-version`` header alone, in the consumer's screen, before a payload is decoded;
+too-stale trajectories are counted and skipped, never dropped silently.
+
+Offsets. Trajectories finish out of order (a group held back until it is complete, a
+buffered one that went stale) and the position must agree with the model, so nothing is
+committed to the group: the consumer hands each batch's end offsets to the
+:class:`OffsetLedger` (``store_offsets``), which counts every record below them finished but
+the buffered ones, and each checkpoint holds model, optimizer, version and ledger together.
+When the group assigns partitions the trainer seeks them to the ledger's watermark and
+passes over the finished records above it, so a restarted trainer trains on each trajectory
+once. One trainer per topic prefix: a second member of the group would take half the
+partitions.
+
+After each update the trainer commits that checkpoint and announces the new weights
+``{version, uri, sha256}`` on the compacted policy topic.
 """
 
 from __future__ import annotations
@@ -15,13 +29,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
 
 from ..infra.config import Settings
+from ..infra.consumer import Delivery, EventConsumer
 from ..infra.producer import EventProducer
 from ..infra.staleness import StalenessController
 from ..infra.topics import admin_client
-from ..schemas import DeadLetter, DecodeError, PolicyVersion, Trajectory, codec
+from ..schemas import PolicyVersion, Trajectory
 from ..schemas import headers as h
 from .checkpoint import CheckpointStore, TrainerState, TrainingJournal
 from .config import Mode, TrainerConfig
@@ -32,6 +47,12 @@ from .vllm_reload import VllmServerReloader
 from .weights import WEIGHTS_FILE, StoredWeights, WeightStore, file_sha256
 
 log = logging.getLogger(__name__)
+
+GROUP = "trainer"
+"""The trainer's consumer group (scoped by the topic prefix, ``Settings.group``)."""
+MAX_POLL_INTERVAL_MS = 3_600_000
+"""An update and its checkpoint may take minutes on a big model: the group keeps the trainer
+that long between polls."""
 
 
 @dataclass
@@ -92,17 +113,16 @@ class StreamingTrainer:
         self._buffer: list[_Pending] = []
         self._skipped_ids: list[str] = []
         self._stopping = asyncio.Event()
+        self._read: dict[int, int] = {}
+        """Partition → the offset up to which the consumer handed everything over."""
         self._producer = EventProducer(settings)
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap,
-            client_id=f"{settings.client_id}-trainer",
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
-            fetch_max_bytes=64 * 1024 * 1024,
-            max_partition_fetch_bytes=16 * 1024 * 1024,
-        )
+        self._consumer = EventConsumer(
+            [Trajectory.TOPIC], settings.group(GROUP), batch_handler=self._admit,
+            settings=settings, dlq_producer=self._producer, screen=self._screen,
+            store_offsets=self._read_to, on_assigned=self._position, on_revoked=self._release,
+            max_records=1000, isolation_level="read_committed", fetch_max_bytes=64 * 1024 * 1024,
+            max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
+        )  # fmt: skip
 
     @property
     def version(self) -> int:
@@ -112,6 +132,7 @@ class StreamingTrainer:
     def request_stop(self) -> None:
         """Ask :meth:`run` to finish the update in hand, checkpoint and return."""
         self._stopping.set()
+        self._consumer.request_stop()
 
     async def run(
         self, *, max_updates: int | None = None, idle_timeout: float | None = None
@@ -120,9 +141,9 @@ class StreamingTrainer:
         await self._producer.start()
         try:
             await self._resume()
+            await self._wait_for_topic()
             await self._consumer.start()
             try:
-                await self._assign()
                 await self._loop(max_updates, idle_timeout)
             finally:
                 await self._consumer.stop()
@@ -154,18 +175,22 @@ class StreamingTrainer:
             stored = StoredWeights(state.published_version, path, file_sha256(path / WEIGHTS_FILE))
             await self._announce(stored)
 
-    async def _assign(self) -> None:
-        tps = [TopicPartition(self.topic, p) for p in await self._partitions()]
-        self._consumer.assign(tps)
-        for tp in tps:
-            progress = self.ledger.partitions.get(tp.partition)
-            if progress is None:
-                await self._consumer.seek_to_beginning(tp)
-            else:
-                self._consumer.seek(tp, progress.watermark)
+    async def _position(self, assigned: set[TopicPartition]) -> None:
+        """Read newly assigned partitions from the checkpoint's watermark (a partition it
+        does not know from offset 0, i.e. the log's start)."""
+        for tp in assigned:
+            watermark = self.ledger.progress(tp.partition).watermark
+            self._read[tp.partition] = watermark
+            self._consumer.seek(tp, watermark)
 
-    async def _partitions(self) -> list[int]:
-        """Partition ids of the trajectory topic (waits briefly for a just-created topic)."""
+    async def _release(self, revoked: set[TopicPartition]) -> None:
+        """Forget buffered trajectories of revoked partitions: they are read again from the
+        watermark by whoever is assigned them next."""
+        gone = {tp.partition for tp in revoked}
+        self._buffer = [item for item in self._buffer if item.partition not in gone]
+
+    async def _wait_for_topic(self) -> None:
+        """Wait briefly for a just-created trajectory topic; a clear error if there is none."""
         admin = admin_client(self.settings)
         await admin.start()
         try:
@@ -173,7 +198,7 @@ class StreamingTrainer:
                 described = await admin.describe_topics([self.topic])
                 found = [t for t in described if t["topic"] == self.topic and not t["error_code"]]
                 if found and found[0]["partitions"]:
-                    return sorted(p["partition"] for p in found[0]["partitions"])
+                    return
                 await asyncio.sleep(0.2)
         finally:
             await admin.close()
@@ -187,14 +212,12 @@ class StreamingTrainer:
         done = 0
         while not self._stopping.is_set():
             if len(self._buffer) < self.config.max_buffered:
-                batches = await self._consumer.getmany(timeout_ms=100, max_records=1000)
+                read = await self._consumer.poll_once(timeout_ms=100)
             else:  # backpressure: train (or release waiting groups) before reading more
-                batches = {}
+                read = 0
                 await asyncio.sleep(0.05)
-            for records in batches.values():
-                for record in records:
-                    await self._admit(record)
-            if batches:
+            self.stats.dead_lettered = self._consumer.stats.dead_lettered
+            if read:
                 last_activity = loop.time()
             chosen = self._select_batch()
             if chosen:
@@ -207,61 +230,66 @@ class StreamingTrainer:
                 break
         await asyncio.to_thread(self._checkpoint)
 
-    async def _admit(self, record: ConsumerRecord) -> None:
+    def _screen(self, record: ConsumerRecord) -> bool:
+        """Before decoding: pass over what the checkpoint covers and what its header says is
+        too stale; decode the rest (a missing or malformed header is then dead-lettered)."""
         if self.ledger.is_done(record.partition, record.offset):
             self.stats.replayed += 1
-            return
+            return False
         self.stats.received += 1
-        schema = h.header_value(record.headers, h.SCHEMA)
-        if schema != Trajectory.schema_id():
-            expected = Trajectory.schema_id()
-            reason = f"header {h.SCHEMA!r}={schema!r}, expected {expected!r} on {self.topic}"
-            await self._dead_letter(record, reason)
-            return
+        if h.header_value(record.headers, h.SCHEMA) != Trajectory.schema_id():
+            return True  # dead-lettered once decoded
         raw_version = h.header_value(record.headers, h.POLICY_VERSION)
         if raw_version is None or not raw_version.isdigit():
-            reason = (
-                f"header {h.POLICY_VERSION!r}={raw_version!r} is missing or not a "
-                "non-negative integer"
-            )
-            await self._dead_letter(record, reason)
-            return
+            return True
         behaviour_version = int(raw_version)
-        if not self.staleness.is_fresh(self.version, behaviour_version):
-            episode = h.header_value(record.headers, h.EPISODE) or f"offset:{record.offset}"
-            self._skip(record.partition, record.offset, behaviour_version, episode)
-            return
-        try:
-            event = codec.decode(record.value, record.headers)
-        except DecodeError as exc:
-            await self._dead_letter(record, f"decode: {exc}")
-            return
-        assert isinstance(event, Trajectory)
-        try:
-            self.learner.transformer.validate(event)
-        except TrajectoryError as exc:
-            await self._dead_letter(record, f"trajectory: {exc}")
-            return
-        self._buffer.append(
-            _Pending(event, record.partition, record.offset, behaviour_version, time.monotonic())
-        )
+        if self.staleness.is_fresh(self.version, behaviour_version):
+            return True
+        episode = h.header_value(record.headers, h.EPISODE) or f"offset:{record.offset}"
+        self._skip(record.partition, record.offset, behaviour_version, episode)
+        return False
+
+    async def _admit(self, batch: list[Delivery]) -> None:
+        """Buffer the decoded trajectories; dead-letter what this trainer cannot train on."""
+        held = {(item.partition, item.offset) for item in self._buffer}
+        dead = []
+        now = time.monotonic()
+        for delivery in batch:
+            event = delivery.event
+            if (delivery.partition, delivery.offset) in held:
+                continue  # read again after a rebalance while it waited here
+            if not isinstance(event, Trajectory):
+                dead.append(await self._consumer.dead_letter(delivery, (
+                    f"header {h.SCHEMA!r}={event.schema_id()!r}, expected "
+                    f"{Trajectory.schema_id()!r} on {self.topic}")))  # fmt: skip
+                continue
+            try:
+                self.learner.transformer.validate(event)
+            except TrajectoryError as exc:
+                dead.append(await self._consumer.dead_letter(delivery, f"trajectory: {exc}"))
+                continue
+            self._buffer.append(
+                _Pending(event, delivery.partition, delivery.offset, event.policy_version, now)
+            )
+        await asyncio.gather(*dead)
+
+    def _read_to(self, offsets: dict[TopicPartition, int]) -> None:
+        """The consumer handled everything below ``offsets``: every record there is finished
+        but the buffered ones (trained or skipped later), including offsets the log holds no
+        record at (a transaction marker, a compacted record)."""
+        held = {(item.partition, item.offset) for item in self._buffer}
+        for tp, end in offsets.items():
+            progress = self.ledger.progress(tp.partition)
+            for offset in range(max(self._read.get(tp.partition, 0), progress.watermark), end):
+                if (tp.partition, offset) not in held:
+                    progress.finish(offset)
+            self._read[tp.partition] = end
 
     def _skip(self, partition: int, offset: int, behaviour_version: int, episode: str) -> None:
         self.staleness.consume(self.version, behaviour_version)
         self.stats.skipped_stale += 1
         self._skipped_ids.append(episode)
         self.ledger.finish(partition, offset)
-
-    async def _dead_letter(self, record: ConsumerRecord, reason: str) -> None:
-        self.stats.dead_lettered += 1
-        wire = DeadLetter.wire_headers(
-            record.headers, reason, record.topic, record.partition, record.offset
-        )
-        future = await self._producer.send_raw(
-            self.settings.topic("dlq"), key=record.key, value=record.value, headers=wire
-        )
-        await future
-        self.ledger.finish(record.partition, record.offset)
 
     def _select_batch(self) -> list[_Pending]:
         fresh: list[_Pending] = []

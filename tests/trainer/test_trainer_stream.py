@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from aiokafka import AIOKafkaConsumer
 
 from safactory.infra.config import Settings
 from safactory.infra.policy_watch import PolicyWatcher
 from safactory.infra.producer import EventProducer
-from safactory.schemas import Trajectory
+from safactory.schemas import DeadLetter, Trajectory
 from safactory.schemas import headers as h
 from safactory.trainer.checkpoint import CheckpointStore, TrainerState, TrainingJournal
 from safactory.trainer.config import ModelConfig, TrainerConfig
@@ -89,6 +90,26 @@ async def test_staleness_is_exact_at_the_boundary_and_read_from_headers(
     skipped = [e for entry in journal for e in entry["skipped"]]
     assert set(trained[-4:]) == {t.episode_id for t in boundary}
     assert sorted(skipped) == sorted([t.episode_id for t in too_old] + ["undecodable-but-stale"])
+    # both left by the consumer runtime's one dead-letter path, which names the group
+    dead = await _dead_letters(topics, 2)
+    assert sorted(d.error.split(":")[0] for d in dead) == ["decode", "trajectory"]
+    assert {d.origin_group for d in dead} == {topics.group("trainer")}
+
+
+async def _dead_letters(settings: Settings, count: int) -> list[DeadLetter]:
+    """The first ``count`` records of the dead-letter topic."""
+    found: list[DeadLetter] = []
+    reader = AIOKafkaConsumer(settings.topic("dlq"), bootstrap_servers=settings.kafka_bootstrap,
+                              auto_offset_reset="earliest")  # fmt: skip
+    await reader.start()
+    try:
+        async with asyncio.timeout(30):
+            while len(found) < count:
+                for records in (await reader.getmany(timeout_ms=500)).values():
+                    found += [DeadLetter.from_record(r.key, r.value, r.headers) for r in records]
+    finally:
+        await reader.stop()
+    return found
 
 
 @pytest.mark.integration
@@ -156,3 +177,30 @@ async def _run_to_idle(command: list[str], env: dict[str, str]) -> None:
     async with asyncio.timeout(180):
         output = (await process.communicate())[0].decode()
     assert process.returncode == 0, output
+
+
+async def test_ledger_counts_what_the_consumer_handed_over_but_the_buffer(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Offsets below a batch's end are finished (skipped, dead-lettered, or no record there)
+    except buffered trajectories; those of a revoked partition are dropped, not finished."""
+    from aiokafka import TopicPartition
+
+    from safactory.trainer.stream import _Pending
+
+    cfg = TrainerConfig.model_validate(
+        {"seq_len": 32, "weight_dir": tmp_path / "w", "checkpoint_dir": tmp_path / "c",
+         "model": SHAPE}
+    )  # fmt: skip
+    tokenizer = toy_tokenizer()
+    learner = Learner(build_model(cfg.model, len(tokenizer)), tokenizer, cfg,
+                      resolve_placement(cfg))  # fmt: skip
+    trainer = StreamingTrainer(cfg, settings, learner)
+    tp = TopicPartition(trainer.topic, 0)
+    item = _batch(0, 4, seed=1)[0]
+    trainer._buffer = [_Pending(item, 0, offset, 0, 0.0) for offset in (3, 7)]
+    trainer._read_to({tp: 10})
+    progress = trainer.ledger.progress(0)
+    assert (progress.watermark, progress.done_above) == (3, {4, 5, 6, 8, 9})
+    await trainer._release({tp})
+    assert trainer._buffer == [] and not trainer.ledger.is_done(0, 3)
