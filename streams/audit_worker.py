@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from aiokafka import TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
-from ..infra import aio
+from ..infra import aio, metrics
 from ..infra.changelog import read_latest
 from ..infra.config import Settings, get_settings
 from ..infra.consumer import Delivery, EventConsumer
@@ -67,6 +67,18 @@ YIELD_EVERY_S = 0.005
 SEP = b"\0"
 GROUP = "audit"
 """The auditors' consumer group (scoped by the topic prefix, ``Settings.group``)."""
+
+
+class AuditStats(metrics.Published):
+    """What the audit worker did (a view over the metrics registry); verdicts and alerts
+    sent are ``out`` per topic."""
+
+    steps_seen = metrics.Count("sf_audit_steps", "steps audited")
+    steps_shed = metrics.Count(
+        "sf_stale_skipped", "work skipped because its input was stale, per reason", "reason"
+    )
+    """Steps judged by the fast tier only: they waited past ``shed_after_s``."""
+    evicted = metrics.Count("sf_audit_evicted", "live episodes forgotten to bound memory")
 
 
 class NotAStep(ValueError):
@@ -96,7 +108,7 @@ class AuditWorker:
         self.shed_after_s = shed_after_s
         """A step older than this when its turn comes is judged by the fast tier only
         (None: never shed; the worker then falls further behind under overload)."""
-        self.steps_shed = 0
+        self.stats = AuditStats()
         self._behind_logged = 0.0
         self.processor = AuditProcessor(engine, context_limit)
         self.context_ttl_s = context_ttl_s
@@ -106,8 +118,6 @@ class AuditWorker:
         """Episode id → {step event id: stored step}: every live episode's context as stored."""
         self.context_bytes = 0
         """Bytes held in :attr:`contexts`."""
-        self.evicted = 0
-        """Live episodes forgotten to stay under ``max_context_bytes``."""
         self._episodes: OrderedDict[bytes, tuple[float, int, int]] = OrderedDict()
         """Episode id → (loop time of its last step, its partition, its highest step index
         audited), least recent first."""
@@ -116,12 +126,21 @@ class AuditWorker:
         self._ended: OrderedDict[bytes, float] = OrderedDict()
         """Episodes ended and fully audited → loop time to forget them, soonest first."""
         self._decoded: OrderedDict[bytes, list[Step]] = OrderedDict()
-        self.steps_seen = 0
-        self.verdicts_sent = 0
-        self.alerts_sent = 0
         self._producer: EventProducer | None = None
         self._consumer: EventConsumer | None = None
         self._episodes_topic = self.settings.topic("episodes")
+        self._verdicts_topic = self.settings.topic("verdicts")
+        self._alerts_topic = self.settings.topic("alerts")
+
+    @property
+    def steps_seen(self) -> int:
+        """Steps audited."""
+        return self.stats.steps_seen
+
+    @property
+    def steps_shed(self) -> int:
+        """Steps judged by the fast tier only (they waited past ``shed_after_s``)."""
+        return self.stats.steps_shed
 
     # ------------------------------------------------------------------ running
 
@@ -134,6 +153,7 @@ class AuditWorker:
 
     async def serve(self) -> None:
         """Create missing topics, join the group and audit until asked to stop."""
+        metrics.serve(self.settings, "audit")
         await create_topics(self.settings, [*(BY_NAME[n] for n in
                                               ("steps", "verdicts", "alerts", "dlq")),
                                             CONTEXT_TOPIC])  # fmt: skip
@@ -150,8 +170,7 @@ class AuditWorker:
                     aio.tune_gc()
                     log.warning("audit worker ready: group %s", self.settings.group(GROUP))
                     await consumer.run()
-        log.warning("audit worker stopped: %d steps, %d verdicts, %d alerts",
-                    self.steps_seen, self.verdicts_sent, self.alerts_sent)  # fmt: skip
+        log.warning("audit worker stopped: %s", self.stats)
 
     # ------------------------------------------------------------------ auditing
 
@@ -185,9 +204,9 @@ class AuditWorker:
             acks += await self._send(result.alerts)
             acks += await self._store(key, step, result.context, result.dropped,
                                       delivery.partition)  # fmt: skip
-            self.steps_seen += 1
-            self.verdicts_sent += len(result.verdicts)
-            self.alerts_sent += len(result.alerts)
+            self.stats.steps_seen += 1
+            self.stats.sent(self._verdicts_topic, len(result.verdicts))
+            self.stats.sent(self._alerts_topic, len(result.alerts))
         acks += await self._expire(loop.time() - self.context_ttl_s)
         if acks:
             await asyncio.gather(*acks)
@@ -204,7 +223,7 @@ class AuditWorker:
         behind = time.time() - step.produced_at
         if behind <= self.shed_after_s:
             return None
-        self.steps_shed += 1
+        self.stats.count("steps_shed", reason="shed-after")
         now = time.monotonic()
         if now - self._behind_logged >= 10.0:
             self._behind_logged = now
@@ -297,7 +316,7 @@ class AuditWorker:
         if ends is not None and highest >= ends - 1:
             self._finish(key)
         while self.context_bytes > self.max_context_bytes and len(self._episodes) > 1:
-            self.evicted += 1  # the least recently active episode goes first
+            self.stats.evicted += 1  # the least recently active episode goes first
             acks += await self._forget(next(iter(self._episodes)))
         return acks
 
