@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
+from ..infra import metrics
 from ..infra.consumer import Delivery
 from ..schemas import Event
 
@@ -31,17 +31,23 @@ Columns = dict[str, list[Any]]
 ColumnMaker = Callable[[list[Delivery]], Columns]
 
 
-@dataclass
-class SinkStats:
-    """Per-sink counters: what was written and why anything was not."""
+class SinkStats(metrics.Tally):
+    """Per-sink counters (in the metrics registry): what was written and why anything was
+    not."""
 
-    written: int = 0
-    batches: int = 0
-    skipped_below_offset: int = 0
-    duplicates_in_batch: int = 0
-    already_stored: int = 0
-    unrouted: int = 0
-    per_table: dict[str, int] = field(default_factory=dict)
+    written = metrics.Count("sf_sink_rows_written", "rows written to LanceDB, per table", "table")
+    batches = metrics.Count("sf_sink_batches", "polled batches written")
+    skipped_below_offset = metrics.Count(
+        "sf_sink_skipped_below_offset", "records a table already held by offset (redelivered)"
+    )
+    duplicates_in_batch = metrics.Count("sf_sink_duplicates_in_batch", "repeats in one batch")
+    already_stored = metrics.Count("sf_sink_already_stored", "event ids a table already held")
+    unrouted = metrics.Count("sf_sink_unrouted", "events of a type no table stores")
+
+    @property
+    def per_table(self) -> dict[str, int]:
+        """Rows written per table."""
+        return self.by("written")
 
 
 class BatchSink(ABC):
@@ -139,6 +145,5 @@ class BatchSink(ABC):
         for d in items:  # the batch is durable: move the watermark past all of it
             key = (d.topic, d.partition)
             marks[key] = max(marks.get(key, -1), d.offset)
-        self.stats.written += len(fresh)
-        self.stats.per_table[table] = self.stats.per_table.get(table, 0) + len(fresh)
+        self.stats.count("written", len(fresh), table=table)
         return len(fresh)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from ..infra import aio
+from ..infra import aio, metrics
 from ..infra.config import Settings
 from ..infra.consumer import Delivery, EventConsumer
 from .embed import Embedder
@@ -52,6 +52,7 @@ async def run_sink(
 ) -> LanceSink:
     """Run until SIGINT / SIGTERM (or idle): write each gathered batch, then commit its
     offsets; maintain the tables on schedule. An idle exit also builds missing indexes."""
+    metrics.serve(settings, "sink")
     sink = LanceSink(options.db_path, embedder=embedder)
     for name in sink.tables():
         sink.watermark(name)  # resume point, read once
