@@ -128,7 +128,19 @@ class Sandbox:
         check_host()
         self.limits = limits or Limits()
         self.root = Path(tempfile.mkdtemp(prefix="sf-sandbox-", dir=state_root))
-        self.disk_quota = self._mount_quota()
+        self.disk_quota = False
+        try:
+            self.disk_quota = self._mount_quota()
+            self._set_up(files or {})
+        except BaseException:  # nothing may stay mounted or in a cgroup
+            self._discard()
+            raise
+        self.closed = False
+
+    # ------------------------------------------------------------------ setup
+
+    def _set_up(self, files: Mapping[str, str | bytes | tuple[str | bytes, int]]) -> None:
+        """Layer directories, cgroup, the seeded base layer, shims and the outbound endpoint."""
         self._rootless = os.geteuid() != 0
         self.base = self.root / "base"
         self.layers_dir = self.root / "layers"
@@ -141,7 +153,7 @@ class Sandbox:
         self._next_layer = 0
         self._lock = threading.Lock()
         self.group = ProcessGroup(self.limits)
-        self._seed(files or {})
+        self._seed(files)
         shutil.copystat(self.base, self.upper)
         self.shims = self.root / "shims"
         install_shims(self.shims)
@@ -151,9 +163,6 @@ class Sandbox:
             total_bytes=self.limits.outbound_total_bytes,
             max_records=self.limits.outbound_records,
         )
-        self.closed = False
-
-    # ------------------------------------------------------------------ setup
 
     def _mount_quota(self) -> bool:
         if os.geteuid() != 0:
@@ -476,8 +485,13 @@ class Sandbox:
         if self.closed:
             return
         self.closed = True
-        self.group.remove()
         self.outbound.close()
+        self._discard()
+
+    def _discard(self) -> None:
+        """Kill what is left, remove the cgroup, unmount and delete the state directory."""
+        if hasattr(self, "group"):
+            self.group.remove()
         if self.disk_quota:
             _unmount_lazily(self.root)
         _remove_tree(self.root)

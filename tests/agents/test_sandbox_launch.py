@@ -80,3 +80,15 @@ def test_an_unclosed_sandbox_is_cleaned_without_a_subprocess(
     assert any(issubclass(w.category, ResourceWarning) for w in caught)
     assert not root.exists()
     assert str(root) not in Path("/proc/self/mounts").read_text()
+
+
+def test_a_sandbox_that_fails_to_start_leaves_no_mount() -> None:
+    base = Path(tempfile.mkdtemp(prefix="sf-q-"))
+    root = base / ("d" * 90)  # the endpoint's unix socket path cannot be this long
+    root.mkdir()
+    with pytest.raises(OSError, match="AF_UNIX path too long"):
+        Sandbox({}, LIMITS, state_root=root)
+    gc.collect()
+    assert str(root) not in Path("/proc/self/mounts").read_text()
+    assert list(root.iterdir()) == []
+    shutil.rmtree(base)
