@@ -18,6 +18,7 @@ from . import data as _data
 from .demo import demo
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
+from .replay import app as replay_app
 from .simulate import app as simulate_app
 from .train import train
 
@@ -32,6 +33,7 @@ topics_app = typer.Typer(help="The topic catalogue of DESIGN.md.", no_args_is_he
 app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
 app.add_typer(simulate_app, name="simulate")
+app.add_typer(replay_app, name="replay")
 app.command("demo")(demo)
 app.command("train")(train)
 worker_app = typer.Typer(help="Run the factory's stream workers.", no_args_is_help=True)

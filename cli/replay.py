@@ -1,0 +1,238 @@
+"""``safactory replay``: re-ask the log a question (re-audit, re-execute, backfill).
+
+Every command reads topics without a consumer group, so the live workers' committed offsets
+are never read or moved; what a replay publishes carries the ``sf-replay`` header and ids
+derived with its replay id, so the original records stay as they were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from ..schemas import Severity
+from ..streams.replay import AuditDiff, AuditWindow, Position, PositionError, parse_position
+from .audit import CheckersOption, _engine
+from .errors import broker_failure, get_settings
+from .errors import fail as _fail
+
+app = typer.Typer(
+    help="Replay the log: re-audit past steps, re-run past episodes, rebuild LanceDB tables.",
+    no_args_is_help=True,
+)
+console = Console()
+err = Console(stderr=True, soft_wrap=True)
+
+FromOpt = Annotated[
+    str | None,
+    typer.Option("--from", help="start: an offset (on every partition, e.g. 1200), unix "
+                                "seconds (1738324800) or an ISO time (2025-01-31T12:00, UTC)"),
+]  # fmt: skip
+ToOpt = Annotated[
+    str | None,
+    typer.Option("--to", help="end (exclusive), like --from; default: the end of the topic "
+                              "when the replay starts"),
+]  # fmt: skip
+EpisodeOpt = Annotated[
+    list[str] | None, typer.Option("--episode", help="only this episode id (repeatable)")
+]
+EnvOpt = Annotated[list[str] | None, typer.Option("--env", help="only this env (repeatable)")]
+WithAlertOpt = Annotated[
+    Severity | None,
+    typer.Option("--with-alert", help="only episodes with an original alert at or above this "
+                                      "severity"),
+]  # fmt: skip
+OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="write the report as JSON here")]
+
+
+def _position(text: str | None, option: str) -> Position | None:
+    if text is None:
+        return None
+    try:
+        return parse_position(text, option)
+    except PositionError as exc:
+        raise _fail(str(exc)) from None
+
+
+@contextmanager
+def progress_bar(what: str) -> Iterator[tuple[Any, Any]]:
+    """A rich progress bar; yields (add_to_total, advance) callbacks."""
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=err, transient=True) as progress:
+        bar = progress.add_task(what, total=None)
+
+        def total(n: int) -> None:
+            progress.update(bar, total=(progress.tasks[0].total or 0) + n)
+
+        def advance(n: int) -> None:
+            progress.advance(bar, n)
+
+        yield total, advance
+
+
+def _write_json(out: Path | None, report: dict[str, Any]) -> None:
+    if out is None:
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    console.print(f"wrote {out}")
+
+
+@app.command("audit")
+def audit(
+    start: FromOpt = None,
+    end: ToOpt = None,
+    episode: EpisodeOpt = None,
+    env: EnvOpt = None,
+    with_alert: WithAlertOpt = None,
+    checkers: CheckersOption = None,
+    judge_timeout: Annotated[float, typer.Option(help="seconds an LLM judge may take")] = 2.0,
+    context_limit: Annotated[int, typer.Option(min=3, help="steps of context per episode")] = 32,
+    replay_id: Annotated[
+        str | None,
+        typer.Option(
+            help="id of this replay (default: a new one); rerunning one id republishes "
+            "the same ids, which sinks deduplicate"
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="publish nothing; only print and write the diff")
+    ] = False,
+    out: OutOpt = None,
+    show: Annotated[int, typer.Option(min=0, help="raised / cleared alerts listed")] = 10,
+) -> None:
+    """Re-audit past steps with a checker set and diff its alerts against the originals.
+
+    Reads the steps topic between --from and --to with no consumer group, judges each step
+    with its episode's earlier steps (never shed), publishes verdicts and alerts with the
+    header sf-replay=<replay id> and ids derived from it (unless --dry-run), then prints the
+    alerts newly raised, cleared and kept per risk type and per env.
+    """
+    from ..infra.producer import EventProducer
+    from ..streams.replay import ReAuditor
+
+    window = AuditWindow(
+        _position(start, "--from"), _position(end, "--to"),
+        frozenset(episode) if episode else None, frozenset(env) if env else None, with_alert,
+    )  # fmt: skip
+    engine = _engine(checkers, judge_timeout)
+    settings = get_settings()
+
+    async def main(total: Any, advance: Any) -> AuditDiff:
+        from ..streams.replay.audit import Progress as Callbacks
+
+        callbacks = Callbacks(total, advance)
+        if dry_run:
+            return await ReAuditor(settings, engine, replay_id=replay_id,
+                                   context_limit=context_limit).run(window, callbacks)  # fmt: skip
+        async with EventProducer(settings) as producer:
+            auditor = ReAuditor(settings, engine, replay_id=replay_id, producer=producer,
+                                context_limit=context_limit)  # fmt: skip
+            return await auditor.run(window, callbacks)
+
+    try:
+        with progress_bar(f"re-auditing {settings.topic('steps')}") as (total, advance):
+            diff = asyncio.run(main(total, advance))
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _fail(broker_failure(exc, settings.kafka_bootstrap)) from None
+    print_diff(diff, show)
+    _write_json(out, diff.as_json())
+
+
+def print_diff(diff: AuditDiff, show: int) -> None:
+    """The diff as tables: per risk type, per env, then some raised and cleared alerts."""
+    report = diff.as_json()
+    counts = report["alerts"]
+    console.print(
+        f"replay {diff.replay_id}: {diff.steps} steps of {diff.episodes} episodes in "
+        f"{diff.seconds:.1f}s ({diff.steps_per_s:,.0f} steps/s), {diff.verdicts} verdicts "
+        f"{'published with header sf-replay' if diff.published else 'not published (dry run)'}"
+    )
+    console.print(f"alerts: {counts['before']} before, {counts['after']} after: "
+                  f"[red]{counts['raised']} newly raised[/red], "
+                  f"[green]{counts['cleared']} cleared[/green], {counts['kept']} kept")  # fmt: skip
+    for title, key in (("risk type", "by_risk_type"), ("env", "by_env")):
+        table = Table(title=f"alerts by {title}")
+        table.add_column(title)
+        for column in ("raised", "cleared", "kept"):
+            table.add_column(column, justify="right")
+        for name, row in report[key].items():
+            table.add_row(name, str(row["raised"]), str(row["cleared"]), str(row["kept"]))
+        if report[key]:
+            console.print(table)
+    for label, alerts in (("newly raised", diff.raised), ("cleared", diff.cleared)):
+        if not alerts or not show:
+            continue
+        table = Table(title=f"{label} (first {min(show, len(alerts))} of {len(alerts)})")
+        for column in ("episode", "step", "env", "risk type", "severity", "checker"):
+            table.add_column(column)
+        for a in alerts[:show]:
+            table.add_row(a.episode_id[:12], str(a.step_index), a.env, a.risk_type, a.severity,
+                          a.checker)  # fmt: skip
+        console.print(table)
+
+
+@app.command("sink")
+def sink(
+    db: Annotated[
+        Path,
+        typer.Option("--db", envvar="SF_LANCEDB", help="LanceDB database folder (env SF_LANCEDB)"),
+    ] = Path("lancedb"),
+    table: Annotated[
+        list[str] | None,
+        typer.Option("--table", help="table to rebuild (repeatable; default: every table)"),
+    ] = None,
+    embed: Annotated[
+        bool, typer.Option(help="MiniLM vectors for steps and skills (as the sink's --embed)")
+    ] = False,
+) -> None:
+    """Rebuild LanceDB tables from the log: write every record a table does not hold yet.
+
+    Reads each table's topic from its beginning with no consumer group; a dropped table is
+    rebuilt whole, an intact one is left as it is (rows are skipped by offset and event id).
+    """
+    from ..sinks.tables import TOPICS
+    from .replay_backfill import backfill
+
+    settings = get_settings()
+    chosen = table or list(TOPICS)
+    embedder = None
+    if embed:
+        from ..sinks.embed import MiniLMEmbedder
+
+        embedder = MiniLMEmbedder()
+    try:
+        with progress_bar(f"backfilling {db}") as (total, advance):
+            report = asyncio.run(backfill(settings, db, chosen, embedder=embedder,
+                                          on_total=total, on_advance=advance))  # fmt: skip
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _fail(broker_failure(exc, settings.kafka_bootstrap)) from None
+    result = Table(title=f"backfill of {db} from {settings.topic_prefix}*")
+    for column in ("table", "records read", "rows written"):
+        result.add_column(column, justify="left" if column == "table" else "right")
+    for name in chosen:
+        result.add_row(name, str(report.read.get(name, 0)), str(report.written.get(name, 0)))
+    console.print(result)
+    if report.undecodable:
+        console.print(f"{report.undecodable} undecodable records skipped (see sf.dlq)")
