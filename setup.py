@@ -22,6 +22,7 @@ setup(
     package_data={
         "safactory.infra": ["kafka/*", "scripts/*"],
         "safactory.streams.audit": ["heads/*.npz"],
+        "safactory.agents.suites": ["data/*.json"],
         "": [
             "*.xml",
             "*.properties",
