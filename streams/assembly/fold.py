@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from ...infra import metrics
 from ...schemas import (
     EpisodeEnded,
     EpisodeStarted,
@@ -59,19 +60,23 @@ class AssemblerConfig:
     """How long a closed episode is remembered so late duplicates are recognised."""
 
 
-@dataclass
-class AssemblerStats:
-    """What the fold did; nothing is dropped without a count here."""
+def _count(field: str, doc: str) -> metrics.Count:
+    return metrics.Count(f"sf_assembler_{field}", doc)
 
-    events: int = 0
-    duplicates: int = 0
-    conflicting_steps: int = 0
-    late_after_close: int = 0
-    emitted_by_verdicts: int = 0
-    emitted_by_timeout: int = 0
-    abandoned: int = 0
-    abandoned_without_steps: int = 0
-    ignored: int = 0
+
+class AssemblerStats(metrics.Published):
+    """What the folds did (in the metrics registry); nothing is dropped without a count.
+    Every fold of a worker counts into the same series; trajectories sent are ``out``."""
+
+    events = _count("events", "events folded")
+    duplicates = _count("duplicates", "events folded before (redeliveries)")
+    conflicting_steps = _count("conflicting_steps", "a second step at a known step index")
+    late_after_close = _count("late_after_close", "events of an episode already closed")
+    emitted_by_verdicts = _count("emitted_by_verdicts", "trajectories completed by verdicts")
+    emitted_by_timeout = _count("emitted_by_timeout", "trajectories closed by the timeout")
+    abandoned = _count("abandoned", "episodes abandoned without an end")
+    abandoned_without_steps = _count("abandoned_without_steps", "abandoned with no step")
+    ignored = _count("ignored", "events the fold does not use")
 
 
 @dataclass

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from aiokafka import TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
-from ...infra import aio
+from ...infra import aio, metrics
 from ...infra.changelog import StoredRecord, read_latest
 from ...infra.config import Settings
 from ...infra.consumer import Delivery, EventConsumer
@@ -134,20 +134,15 @@ class AssemblerWorker:
         self.live_lag = live_lag
         self.state_topic = settings.topic(STATE_TOPIC.name)
         self.parts: dict[int, _Partition] = {}
-        self.too_large = 0
-        self._gone = AssemblerStats()
-        """Counts of folds whose partitions moved to another instance."""
+        self._stats = AssemblerStats()
+        """What every fold this worker ran did (the folds count into the same series)."""
         self._producer: EventProducer | None = None
         self._consumer: EventConsumer | None = None
 
     @property
     def stats(self) -> AssemblerStats:
-        """What every fold this worker ran did (summed)."""
-        total = AssemblerStats(**vars(self._gone))
-        for part in self.parts.values():
-            for name, value in vars(part.fold.stats).items():
-                setattr(total, name, getattr(total, name) + value)
-        return total
+        """What every fold this worker ran did."""
+        return self._stats
 
     def run(self, loglevel: str = "warning") -> None:
         """Run in the foreground until SIGINT or SIGTERM."""
@@ -158,6 +153,7 @@ class AssemblerWorker:
 
     async def serve(self, *, idle_timeout: float | None = None) -> AssemblerStats:
         """Create missing topics, join the group and assemble until asked to stop."""
+        metrics.serve(self.settings, "assemble")
         specs = [BY_NAME[n] for n in (*SOURCES, "trajectories", "dlq")]
         await create_topics(self.settings, [*specs, STATE_TOPIC])
         async with EventProducer(self.settings) as producer:
@@ -228,6 +224,7 @@ class AssemblerWorker:
             topic = self.settings.topic(event.TOPIC)
             acks.append(await self._producer.send_raw(topic, key=record.key, value=record.value,
                                                       headers=list(record.headers)))  # fmt: skip
+            self._stats.sent(topic)
         await asyncio.gather(*acks)
         acks = []
         for number, part in list(self.parts.items()):
@@ -242,7 +239,8 @@ class AssemblerWorker:
         """An output that cannot go on the wire (over the record limit): a dead letter by
         reference naming it (its start, the reason, its size), not a crash."""
         assert self._producer is not None and self._consumer is not None
-        self.too_large += 1
+        self._consumer.stats.count("dead_lettered", reason="encode",
+                                     topic=self.settings.topic(event.TOPIC))  # fmt: skip
         reason = f"encode: {type(event).__name__} of episode {event.episode_id}: {exc}"
         log.error(reason)
         key, value, headers = DeadLetter.by_reference(
@@ -271,6 +269,4 @@ class AssemblerWorker:
         """Drop the folds of partitions another instance takes over (their state is
         durable: every change was acknowledged before the offsets behind it committed)."""
         for number in sorted({tp.partition for tp in revoked} & set(self.parts)):
-            part = self.parts.pop(number)
-            for name, value in vars(part.fold.stats).items():
-                setattr(self._gone, name, getattr(self._gone, name) + value)
+            self.parts.pop(number)
