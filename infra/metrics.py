@@ -138,15 +138,13 @@ class Tally:
     module docstring). Subclasses declare :class:`Count` and :class:`Level` fields."""
 
     _fields: ClassVar[dict[str, Count]] = {}
+    _shown: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
-        cls._fields = {
-            name: value
-            for klass in reversed(cls.__mro__)
-            for name, value in vars(klass).items()
-            if isinstance(value, Count)
-        }
+        every = {n: v for k in reversed(cls.__mro__) for n, v in vars(k).items()}
+        cls._fields = {n: v for n, v in every.items() if isinstance(v, Count)}
+        cls._shown = tuple(n for n, v in every.items() if isinstance(v, Count | Level))
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, tuple[str, ...]], tuple[Any, float]] = {}
@@ -177,8 +175,8 @@ class Tally:
         return {v: cb for (name, v), cb in self._seen.items() if name == field.attr}
 
     def as_dict(self) -> dict[str, Any]:
-        """Every counter field's value."""
-        return {name: getattr(self, name) for name in self._fields}
+        """Every field's value."""
+        return {name: getattr(self, name) for name in self._shown}
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{k}={v}" for k, v in self.as_dict().items())
@@ -225,10 +223,15 @@ def set_lag(topic: str, partition: int, records: int) -> None:
     LAG.labels(_worker, topic, str(partition)).set(records)
 
 
+def records_out() -> Count:
+    """A field counting into ``sf_records_out_total`` (records published, per ``topic``)."""
+    return Count("sf_records_out", "records a worker published, per topic", "topic")
+
+
 class Published(Tally):
     """Records a worker published, per topic (``sf_records_out_total``)."""
 
-    out = Count("sf_records_out", "records a worker published, per topic", "topic")
+    out = records_out()
 
     def sent(self, topic: str, n: int = 1) -> None:
         """Count ``n`` records published to ``topic``."""

@@ -8,9 +8,8 @@ committed (at-least-once; score ids are deterministic per episode).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
-from ...infra import aio
+from ...infra import aio, metrics
 from ...infra.config import Settings
 from ...infra.consumer import Delivery, EventConsumer
 from ...infra.producer import EventProducer
@@ -20,12 +19,11 @@ from .perplexity import LMScorer
 from .value import Weights, record_from_trajectory, score_event, score_records
 
 
-@dataclass
-class ScorerStats:
-    """What the scoring worker did."""
+class ScorerStats(metrics.Tally):
+    """What the scoring worker did (in the metrics registry)."""
 
-    scored: int = 0
-    batches: int = 0
+    scored = metrics.records_out()
+    batches = metrics.Count("sf_scorer_batches", "batches of trajectories scored")
 
 
 async def run_scorer(
@@ -40,7 +38,9 @@ async def run_scorer(
 ) -> ScorerStats:
     """Score trajectories until SIGINT / SIGTERM (or idle for ``idle_timeout_s``);
     ``group_id`` is scoped by the topic prefix (``Settings.group``)."""
+    metrics.serve(settings, "score")
     stats = ScorerStats()
+    scores_topic = settings.topic("scores")
     chosen = weights or Weights()
     async with EventProducer(settings) as producer:
 
@@ -51,7 +51,7 @@ async def run_scorer(
                 return
             scored, _ = await asyncio.to_thread(score_records, records, embedder, lm, chosen)
             await producer.publish_many([score_event(s) for s in scored])
-            stats.scored += len(scored)
+            stats.count("scored", len(scored), topic=scores_topic)
             stats.batches += 1
 
         consumer = EventConsumer(["trajectories"], settings.group(group_id), batch_handler=handle,

@@ -12,7 +12,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from ...infra import aio
+from ...infra import aio, metrics
 from ...infra.config import Settings
 from ...infra.consumer import Delivery, EventConsumer
 from ...infra.producer import EventProducer
@@ -20,14 +20,15 @@ from ...schemas import Skill, Trajectory, Verdict
 from .library import SkillLibrary, distil_lessons
 
 
-@dataclass
-class SkillsStats:
-    """What the skills worker did."""
+class SkillsStats(metrics.Tally):
+    """What the skills worker did (in the metrics registry)."""
 
-    trajectories: int = 0
-    published: int = 0
-    distilled_without_all_verdicts: int = 0
-    known_at_start: int = 0
+    trajectories = metrics.Count("sf_skills_trajectories", "trajectories distilled")
+    published = metrics.records_out()
+    distilled_without_all_verdicts = metrics.Count(
+        "sf_skills_without_all_verdicts", "trajectories distilled before all their verdicts came"
+    )
+    known_at_start = metrics.Level("sf_skills_known_at_start", "skills read back at start")
 
 
 @dataclass
@@ -63,7 +64,10 @@ async def run_skills(
 ) -> SkillsStats:
     """Distil and publish skills until SIGINT / SIGTERM (or idle for ``idle_timeout_s``);
     ``group_id`` is scoped by the topic prefix (``Settings.group``)."""
-    stats = SkillsStats(known_at_start=await load_known_skills(settings, library))
+    metrics.serve(settings, "skills")
+    stats = SkillsStats()
+    stats.known_at_start = await load_known_skills(settings, library)
+    skills_topic = settings.topic("skills")
     join = _Join()
     async with EventProducer(settings) as producer:
 
@@ -72,7 +76,7 @@ async def run_skills(
             skills = await asyncio.to_thread(library.add, distil_lessons(t, verdicts))
             await producer.publish_many(skills)
             stats.trajectories += 1
-            stats.published += len(skills)
+            stats.count("published", len(skills), topic=skills_topic)
             stats.distilled_without_all_verdicts += not complete
 
         async def handle(batch: list[Delivery]) -> None:
