@@ -18,6 +18,7 @@ from . import data as _data
 from .demo import demo
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
+from .monitor import monitor
 from .replay import app as replay_app
 from .simulate import app as simulate_app
 from .train import train
@@ -47,6 +48,7 @@ worker_app.command("score")(_data.score)
 worker_app.command("skills")(_data.skills)
 app.command("query")(_data.query)
 app.command("export")(_data.export)
+app.command("monitor")(monitor)
 
 console = Console()
 

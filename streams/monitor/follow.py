@@ -1,0 +1,184 @@
+"""Following a deployment's topics into a :class:`~.view.LiveView`.
+
+One consumer with no group (a watcher commits nothing and never joins a worker's group)
+reads ``sf.steps``, ``sf.verdicts``, ``sf.alerts`` and ``sf.episodes`` from their ends, or
+from their beginnings on request. :meth:`Follower.start` returns once every partition's
+start offset is pinned, so a record published after it returns is shown. Consumer-group lag
+is read every few seconds with the admin client, and the policy topic through the shared
+:class:`~safactory.infra.policy_watch.PolicyWatcher`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.admin import AIOKafkaAdminClient
+
+from ...infra.config import Settings
+from ...infra.policy_watch import PolicyWatcher
+from ...infra.topics import BY_NAME, create_topics
+from ...schemas import Alert, DecodeError, EpisodeEnded, EpisodeStarted, Verdict, codec
+from ...schemas import headers as h
+from .lag import LagReader
+from .view import LiveView
+
+log = logging.getLogger(__name__)
+
+FOLLOWED = ("steps", "verdicts", "alerts", "episodes")
+"""Catalogue topics the view is folded from."""
+
+
+class Follower:
+    """Feeds ``view`` from the topics of ``settings`` until stopped."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        view: LiveView,
+        *,
+        from_beginning: bool = False,
+        lag_every_s: float = 3.0,
+    ) -> None:
+        self.settings = settings
+        self.view = view
+        self.from_beginning = from_beginning
+        self.lag_every_s = lag_every_s
+        self._prefix_len = len(settings.topic_prefix)
+        self._consumer: AIOKafkaConsumer | None = None
+        self._admin: AIOKafkaAdminClient | None = None
+        self._watcher: PolicyWatcher | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self, timeout_s: float = 30.0) -> None:
+        """Create missing topics, connect, and pin every partition's start offset."""
+        settings = self.settings
+        await create_topics(settings, [BY_NAME[name] for name in (*FOLLOWED, "policy")])
+        consumer = self._consumer = AIOKafkaConsumer(
+            *(settings.topic(name) for name in FOLLOWED),
+            bootstrap_servers=settings.kafka_bootstrap,
+            client_id=f"{settings.client_id}-monitor",
+            group_id=None,
+            auto_offset_reset="earliest" if self.from_beginning else "latest",
+            enable_auto_commit=False,
+            max_partition_fetch_bytes=16 * 1024 * 1024,
+        )
+        await consumer.start()
+        async with asyncio.timeout(timeout_s):
+            await self._pin(consumer)
+        self._admin = AIOKafkaAdminClient(
+            bootstrap_servers=settings.kafka_bootstrap,
+            client_id=f"{settings.client_id}-monitor-admin",
+        )
+        await self._admin.start()
+        self._tasks = [
+            asyncio.create_task(self._poll(consumer), name="monitor-poll"),
+            asyncio.create_task(
+                self._lag(LagReader(settings, self._admin, consumer)), name="monitor-lag"
+            ),
+            asyncio.create_task(self._policies(), name="monitor-policies"),
+        ]
+        self.view.set_status("live")
+
+    async def stop(self) -> None:
+        """Stop following and disconnect."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._watcher is not None:
+            with contextlib.suppress(Exception):
+                await self._watcher.stop()
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                await self._admin.close()
+        if self._consumer is not None:
+            with contextlib.suppress(Exception):
+                await self._consumer.stop()
+
+    async def __aenter__(self) -> Follower:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _pin(self, consumer: AIOKafkaConsumer) -> None:
+        """Wait for every followed partition, then resolve its start offset."""
+        topics = {self.settings.topic(name) for name in FOLLOWED}
+        while True:
+            assigned = consumer.assignment()
+            expected = sum(len(consumer.partitions_for_topic(t) or ()) for t in topics)
+            if {tp.topic for tp in assigned} == topics and len(assigned) == expected:
+                break
+            await asyncio.sleep(0.05)
+        for tp in assigned:
+            await consumer.position(tp)
+
+    async def _poll(self, consumer: AIOKafkaConsumer) -> None:
+        try:
+            while True:
+                batches = await consumer.getmany(timeout_ms=100, max_records=5000)
+                for tp, records in batches.items():
+                    name = tp.topic[self._prefix_len :]
+                    for record in records:
+                        self._fold(name, record.value, record.headers, record.timestamp / 1000.0)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.view.set_status(f"stopped: {type(exc).__name__}: {exc}")
+            raise
+
+    def _fold(self, name: str, value: bytes | None, headers: h.RawHeaders, at: float) -> None:
+        view = self.view
+        if value is None:
+            return
+        if name == "steps":
+            version = h.header_value(headers, h.POLICY_VERSION)
+            view.fold_step(
+                value,
+                h.header_value(headers, h.ENV),
+                int(version) if version and version.isdigit() else None,
+                at,
+            )
+            return
+        try:
+            event = codec.decode(value, headers)
+        except DecodeError:
+            view.totals["undecodable"] += 1
+            return
+        if isinstance(event, Alert):
+            view.fold_alert(event, at)
+        elif isinstance(event, Verdict):
+            view.fold_verdict(event, at)
+        elif isinstance(event, EpisodeStarted | EpisodeEnded):
+            view.fold_episode(event, at)
+
+    async def _lag(self, reader: LagReader) -> None:
+        while True:
+            try:
+                self.view.set_lag(await reader.read())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a slow or restarting broker: keep the last reading
+                log.warning("monitor: consumer-group lag not read: %r", exc)
+            await asyncio.sleep(self.lag_every_s)
+
+    async def _policies(self) -> None:
+        self._watcher = watcher = PolicyWatcher(self.settings)
+        await watcher.start(catch_up_s=10.0)
+        while True:
+            self.view.set_policies(
+                {
+                    name: {
+                        "version": p.policy_version,
+                        "trained_on": p.trained_on,
+                        "produced_at": p.produced_at,
+                    }
+                    for name, p in sorted(watcher.latest.items())
+                }
+            )
+            await asyncio.sleep(1.0)

