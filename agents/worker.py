@@ -5,6 +5,11 @@ polled batch is run concurrently on an :class:`ActorPool`; offsets are committed
 batch's episodes have ended (at-least-once). Before each episode starts, admission control
 asks :class:`StalenessController` whether the worker's policy lags the latest version
 announced on ``sf.policy`` by too much; if so the policy reloads first (hot reload).
+
+The workers consume on the project's runtime (``infra.consumer.EventConsumer``): a record on
+``sf.tasks`` that does not decode, or decodes to something other than a task, leaves by its
+dead-letter path. :class:`EpisodeTracker` alone reads with a plain client, on purpose: it is
+an observer for ``simulate run``, not a stream processor (see its docstring).
 """
 
 from __future__ import annotations
@@ -174,6 +179,7 @@ class SimulationWorker:
         for delivery in deliveries:
             task = delivery.event
             if not isinstance(task, Task):
+                failures.append(self._dead_letter(delivery))
                 continue
             try:
                 work.append((task, resolve_task(task)))
@@ -182,6 +188,13 @@ class SimulationWorker:
         await asyncio.gather(*failures)
         results = await self._actors.run_many(work, self._finished)
         self.results.extend(results)
+
+    async def _dead_letter(self, delivery: Delivery) -> None:
+        """A decodable record that is no task: to the dead-letter topic, acknowledged."""
+        assert self._consumer is not None
+        reason = (f"task: {type(delivery.event).__name__} on the task topic; expected "
+                  f"{Task.schema_id()}")  # fmt: skip
+        await (await self._consumer.dead_letter(delivery, reason))
 
     def _finished(self, result: EpisodeResult) -> None:
         if self.on_done is not None:
@@ -253,7 +266,15 @@ class SimulationWorker:
 class EpisodeTracker:
     """Counts ``EpisodeEnded`` events of one run group on ``sf.episodes``, from the end of
     the topic at :meth:`start` on (no consumer group: positions are exact, whichever
-    worker runs the episodes)."""
+    worker runs the episodes).
+
+    Why not ``EventConsumer``: it needs every partition pinned at its end offset when
+    :meth:`start` returns, before the run's tasks are published; a group joins later, in the
+    background, and a new group's "latest" is taken at the join, so the first episodes of a
+    fast run would be missed. It commits nothing, keeps no state and dead-letters nothing:
+    the auditor and the assembler read ``sf.episodes`` in their groups and dead-letter bad
+    records there (a record it cannot decode is not one of this run's ends). A group per
+    ``simulate run`` would also be left behind on the broker."""
 
     def __init__(self, settings: Settings, group_id: str) -> None:
         self.settings = settings

@@ -259,3 +259,31 @@ async def test_workers_share_the_task_queue_and_reload_stale_policies(
     assert next(e for e in ends if e.task_id == "bad-1").outcome == Outcome.ERROR
     steps = await _read(topics, ["steps"], until=sum(r.num_steps for r in ran))
     assert {headers.Headers.decode(d.headers).policy_version for d in steps} == {5}
+
+
+async def test_a_record_on_the_task_topic_that_is_no_task_is_dead_lettered(
+    producer: EventProducer, topics: Settings
+) -> None:
+    from safactory.schemas import Action, DeadLetter
+
+    stray = Step(episode_id="stray", step_index=0, env="embodied", task_id="t",
+                 policy_version=0, observation="o", action=Action(text="a"))  # fmt: skip
+    task = suite_tasks("embodied", 1, group_id="g-stray")[0]
+    await producer.publish(stray, topic=topics.topic("tasks"))
+    await producer.publish(task)
+    done = asyncio.Event()
+    worker = SimulationWorker(topics, CarefulPolicy(), concurrency=1, group_id="sim-stray",
+                              on_done=lambda _: done.set())  # fmt: skip
+    await worker.start()
+    running = asyncio.create_task(worker.run())
+    try:
+        async with asyncio.timeout(60):
+            await done.wait()
+    finally:
+        worker.request_stop()
+        await running
+        await worker.stop()
+    [dead] = [DeadLetter.from_record(d.key, d.value, d.headers)
+              for d in await _read(topics, ["dlq"], until=1)]  # fmt: skip
+    assert dead.origin_group == worker.group_id
+    assert dead.error.startswith("task: Step") and dead.origin_offset >= 0
