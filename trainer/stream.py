@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from aiokafka import ConsumerRecord, TopicPartition
 
+from ..infra import metrics as sf_metrics
 from ..infra.config import Settings
 from ..infra.consumer import Delivery, EventConsumer
 from ..infra.producer import EventProducer
@@ -64,21 +65,38 @@ class _Pending:
     arrived: float
 
 
-@dataclass
-class StreamStats:
-    """Counters of the stream side (what the CLI shows next to the update metrics)."""
+class StreamStats(sf_metrics.Tally):
+    """Counters of the stream side (in the metrics registry; what the CLI shows next to the
+    update metrics). Setting ``last_update`` publishes its loss and tokens/s as gauges."""
 
-    received: int = 0
-    replayed: int = 0
+    received = sf_metrics.Count("sf_trainer_received", "trajectories admitted")
+    replayed = sf_metrics.Count("sf_trainer_replayed", "records the checkpoint already covers")
     """Records passed over on resume because the checkpoint already covers them."""
-    skipped_stale: int = 0
-    dead_lettered: int = 0
-    buffered: int = 0
-    published: int = 0
-    reload_errors: int = 0
-    last_update: UpdateMetrics | None = None
-    tokens: int = 0
-    train_seconds: float = 0.0
+    skipped_stale = sf_metrics.Count(
+        "sf_stale_skipped", "work skipped because its input was stale, per reason", "reason"
+    )
+    buffered = sf_metrics.Level("sf_trainer_buffered", "trajectories waiting for an update")
+    published = sf_metrics.Count("sf_trainer_published", "policy versions announced")
+    reload_errors = sf_metrics.Count("sf_trainer_reload_errors", "inference reloads that failed")
+    tokens = sf_metrics.Count("sf_trainer_tokens", "tokens through forward and backward")
+    train_seconds = sf_metrics.Count("sf_trainer_train_seconds", "seconds in updates", kind=float)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dead_lettered = 0
+        """The consumer's dead-letter count (``sf_dead_letters_total``), as of the last batch."""
+        self._last: UpdateMetrics | None = None
+
+    @property
+    def last_update(self) -> UpdateMetrics | None:
+        """What the latest update did."""
+        return self._last
+
+    @last_update.setter
+    def last_update(self, update: UpdateMetrics | None) -> None:
+        self._last = update
+        if update is not None:
+            sf_metrics.trained(update.loss, update.tokens_per_s)
 
     @property
     def tokens_per_s(self) -> float:
@@ -138,6 +156,7 @@ class StreamingTrainer:
         self, *, max_updates: int | None = None, idle_timeout: float | None = None
     ) -> StreamStats:
         """Train until stopped, ``max_updates`` more updates, or ``idle_timeout`` s idle."""
+        sf_metrics.serve(self.settings, "train")
         await self._producer.start()
         try:
             await self._resume()
@@ -287,7 +306,7 @@ class StreamingTrainer:
 
     def _skip(self, partition: int, offset: int, behaviour_version: int, episode: str) -> None:
         self.staleness.consume(self.version, behaviour_version)
-        self.stats.skipped_stale += 1
+        self.stats.count("skipped_stale", reason="policy-staleness")
         self._skipped_ids.append(episode)
         self.ledger.finish(partition, offset)
 
