@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from ..infra import aio
+from ..infra import aio, metrics
 from ..infra.config import Settings
 from ..infra.consumer import Delivery, EventConsumer
 from ..infra.policy_watch import PolicyWatcher
@@ -86,6 +86,13 @@ def suite_tasks(
     ]
 
 
+class SimulationStats(metrics.Tally):
+    """What a simulation worker did (in the metrics registry)."""
+
+    episodes = metrics.Count("sf_simulate_episodes", "episodes ended, per outcome", "outcome")
+    reloads = metrics.Count("sf_simulate_policy_reloads", "policy hot reloads")
+
+
 class SimulationWorker:
     """A consumer-group member that runs the episodes of ``sf.tasks``."""
 
@@ -113,7 +120,7 @@ class SimulationWorker:
         self.worker_id = worker_id or derive_id("worker", 1, id(self))[:12]
         self.producer = EventProducer(settings)
         self.watcher = PolicyWatcher(settings)
-        self.reloads = 0
+        self.stats = SimulationStats()
         # Episodes admitted at once wait for one reload instead of each loading the weights.
         self._reloading = asyncio.Lock()
         self.results: list[EpisodeResult] = []
@@ -122,6 +129,7 @@ class SimulationWorker:
 
     async def start(self) -> None:
         """Connect the producer, follow policy versions, join the task group."""
+        metrics.serve(self.settings, "simulate")
         await self.producer.start()
         await self.watcher.start()
         runner = EpisodeRunner(
@@ -169,7 +177,7 @@ class SimulationWorker:
                             latest.policy_version,
                         )
                         await self.policy.reload(latest)
-                        self.reloads += 1
+                        self.stats.reloads += 1
                 continue
             await asyncio.sleep(0.05)
 
@@ -196,7 +204,13 @@ class SimulationWorker:
                   f"{Task.schema_id()}")  # fmt: skip
         await (await self._consumer.dead_letter(delivery, reason))
 
+    @property
+    def reloads(self) -> int:
+        """Policy hot reloads so far."""
+        return self.stats.reloads
+
     def _finished(self, result: EpisodeResult) -> None:
+        self.stats.count("episodes", outcome=result.outcome.value)
         if self.on_done is not None:
             self.on_done(result)
 
