@@ -30,6 +30,7 @@ setup(
             "*.jsonl",
             "*.npz",
             "*.safetensors",
+            "*.html",
             "*.sh",
             "*.toml",
             "*.yaml",

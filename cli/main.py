@@ -20,6 +20,7 @@ from .errors import broker_failure, get_settings
 from .errors import fail as _fail
 from .monitor import monitor
 from .replay import app as replay_app
+from .serve import serve
 from .simulate import app as simulate_app
 from .train import train
 
@@ -49,6 +50,7 @@ worker_app.command("skills")(_data.skills)
 app.command("query")(_data.query)
 app.command("export")(_data.export)
 app.command("monitor")(monitor)
+app.command("serve")(serve)
 
 console = Console()
 

@@ -1,0 +1,155 @@
+"""The web app of ``safactory serve``: one static page, the live view as server-sent events,
+an episode's trajectory with its verdicts from LanceDB, and Prometheus metrics.
+
+Routes: ``/`` and ``/episodes/{id}`` (the page; it renders the live view or the episode),
+``/events`` (``text/event-stream``: a snapshot of the live view whenever it changed, at most
+4 a second, and at least one a second while rates decay), ``/api/view`` (the snapshot once),
+``/api/episodes/{id}`` (the episode as JSON) and ``/metrics``. With a token every request
+must carry it, as ``Authorization: Bearer <token>`` or ``?token=<token>`` (the page passes
+its own ``?token=`` on to its requests, since EventSource cannot send headers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi import FastAPI
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import StreamingResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ...infra.config import Settings
+from ...streams.monitor import Follower, LiveView
+from ...streams.monitor.view import to_json
+
+TICK_S = 0.25
+"""How often an event stream looks for a change."""
+IDLE_RESEND_S = 1.0
+"""Longest an event stream goes without a snapshot (rates decay while nothing arrives)."""
+
+
+class TokenGate:
+    """ASGI middleware: every HTTP request must carry the token, else 401."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    def allowed(self, scope: Scope) -> bool:
+        """Whether the request carries the token in its header or query string."""
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization" and value.startswith(b"Bearer "):
+                return hmac.compare_digest(value[7:].strip(), self.token)
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        return any(hmac.compare_digest(v.encode(), self.token) for v in query.get("token", ()))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self.allowed(scope):
+            refused = PlainTextResponse(
+                "401: this server needs its token: send 'Authorization: Bearer <token>' "
+                "or add ?token=<token> to the URL\n",
+                status_code=401,
+            )
+            await refused(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def page() -> str:
+    """The one static page."""
+    return resources.files(__package__).joinpath("index.html").read_text(encoding="utf-8")
+
+
+def create_app(
+    settings: Settings,
+    *,
+    db: Path,
+    token: str | None = None,
+    from_beginning: bool = False,
+    window_s: float = 60.0,
+    follow: bool = True,
+) -> FastAPI:
+    """The app; ``follow=False`` serves without reading the topics (tests of the routes)."""
+    view = LiveView(window_s)
+    html = page()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not follow:
+            yield
+            return
+        follower = Follower(settings, view, from_beginning=from_beginning)
+        await follower.start()
+        try:
+            yield
+        finally:
+            await follower.stop()
+
+    app = FastAPI(
+        title="Safactory monitor",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.view = view
+    if token:
+        app.add_middleware(TokenGate, token=token)
+
+    @app.get("/", response_class=HTMLResponse)
+    async def index() -> str:
+        return html
+
+    @app.get("/episodes/{episode_id}", response_class=HTMLResponse)
+    async def episode_page(episode_id: str) -> str:
+        return html
+
+    @app.get("/api/view")
+    async def current() -> Response:
+        return Response(to_json(view.snapshot()), media_type="application/json")
+
+    @app.get("/events")
+    async def events() -> StreamingResponse:
+        async def stream() -> AsyncIterator[str]:
+            yield "retry: 2000\n\n"
+            sent_seq, sent_at = -1, 0.0
+            while True:
+                now = time.monotonic()
+                if view.seq != sent_seq or now - sent_at >= IDLE_RESEND_S:
+                    sent_seq, sent_at = view.seq, now
+                    yield f"data: {to_json(view.snapshot())}\n\n"
+                await asyncio.sleep(TICK_S)
+
+        return StreamingResponse(
+            stream(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    @app.get("/api/episodes/{episode_id}")
+    def episode(episode_id: str) -> Any:
+        from ...sinks.query import QueryError
+        from .episode import EpisodeNotFound, episode_trace
+
+        try:
+            return episode_trace(db, episode_id)
+        except (QueryError, EpisodeNotFound) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=404)
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        from ...infra.metrics import REGISTRY  # the one registry every component counts into
+
+        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+    return app
