@@ -144,31 +144,33 @@ async def _run(settings: Settings, from_beginning: bool, window: float, refresh:
         loop.add_signal_handler(sig, done.set)
     console = Console()
     follower = Follower(settings, view, from_beginning=from_beginning)
-    with Live(
-        render(view.snapshot(), settings),
-        console=console,
-        screen=console.is_terminal,
-        auto_refresh=False,
-        redirect_stderr=False,
-    ) as live:
-        try:
+    try:
+        with console.status(f"connecting to {settings.kafka_bootstrap}"):
             await follower.start()
-        except Exception:
-            await follower.stop()
-            raise
+    except Exception:
+        await follower.stop()
+        raise
 
-        def on_key(typed: bytes) -> None:
-            if b"q" in typed.lower():
-                done.set()
+    def on_key(typed: bytes) -> None:
+        if b"q" in typed.lower():
+            done.set()
 
-        try:
-            with _keys(on_key):
-                while not done.is_set():
-                    live.update(render(view.snapshot(), settings), refresh=True)
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(done.wait(), 1.0 / refresh)
-        finally:
-            await follower.stop()
+    try:
+        with (
+            Live(
+                console=console,
+                screen=console.is_terminal,
+                auto_refresh=False,
+                redirect_stderr=False,
+            ) as live,
+            _keys(on_key),
+        ):
+            while not done.is_set():
+                live.update(render(view.snapshot(), settings), refresh=True)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), 1.0 / refresh)
+    finally:
+        await follower.stop()
 
 
 def monitor(

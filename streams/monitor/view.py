@@ -282,6 +282,7 @@ class LiveView:
             counts = window.prune(now)
             return {str(k): n * per_min for k, n in counts.most_common()}
 
+        newest = sorted(self.alerts, key=lambda row: row.at, reverse=True)
         envs: dict[str, dict[str, float]] = {}
         for name, window in (
             ("steps", self.steps_by_env),
@@ -299,7 +300,7 @@ class LiveView:
             "status": self.status,
             "warning": self.warning,
             "window_s": self.window_s,
-            "alerts": [asdict(row) for row in list(self.alerts)[:alerts]],
+            "alerts": [asdict(row) for row in newest[:alerts]],
             "alert_rates": rates(self.alerts_by_risk),
             "verdicts_per_min": sum(self.verdicts.prune(now).values()) * per_min,
             "envs": dict(sorted(envs.items())),

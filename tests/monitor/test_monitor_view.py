@@ -132,3 +132,14 @@ def test_step_cache_is_bounded_and_ignores_non_steps() -> None:
     small = StepCache(max_bytes=1)
     small.add(codec.encode(steps[0]).value)
     assert small.bytes == 0
+
+
+def test_alerts_are_listed_newest_first_whatever_their_arrival_order() -> None:
+    view = LiveView(60, clock=lambda: 1010.0)
+    for n, at in enumerate((1003.0, 1001.0, 1005.0)):  # partitions interleave on a replay
+        view.fold_alert(_verdict(_step(n, "x"), cls=Alert, evidence=f"at {at}"), at)
+    assert [a["action"] for a in view.snapshot()["alerts"]] == [
+        "at 1005.0",
+        "at 1003.0",
+        "at 1001.0",
+    ]
