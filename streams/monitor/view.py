@@ -9,7 +9,7 @@ Times are event times: a record's Kafka timestamp (when its producer created it)
 built ``--from-beginning`` counts old records outside the window instead of as a burst now.
 Step→verdict latency is the verdict record's timestamp minus the judged step's
 ``produced_at``; the steps are read from ``sf.steps`` (headers and the first bytes of the
-payload only; a step is decoded only when an alert without evidence needs its action text).
+payload only; a step is decoded only when an alert on its action is shown).
 """
 
 from __future__ import annotations
@@ -120,16 +120,23 @@ class StepCache:
             return None
 
 
+def _on_action(alert: Verdict) -> bool:
+    """Whether the alert's evidence is in the action (or it has none to point elsewhere)."""
+    return not alert.evidence or any(e.field.startswith("action") for e in alert.evidence)
+
+
 def offending_action(alert: Verdict, step: Step | None) -> str:
-    """The text an alert rests on: its action evidence, else any evidence, else the step's
-    action, else the checker's reason."""
-    chosen = next((e.text for e in alert.evidence if e.field == "action"), None)
-    if chosen is None and alert.evidence:
-        chosen = alert.evidence[0].text
-    if chosen is None and step is not None:
+    """What to show for an alert: the step's whole action when the evidence is in the action
+    (evidence is a snippet with context cut at arbitrary characters) and the step was seen;
+    else the evidence (``field: text`` when it is not in the action); else the reason."""
+    chosen: str | None = None
+    if step is not None and _on_action(alert):
         call = step.action.tool_call
         called = call and f"{call.function.name}({call.function.arguments})"
-        chosen = step.action.text or called
+        chosen = "  ".join(part for part in (step.action.text, called) if part) or None
+    if chosen is None and alert.evidence:
+        first = next((e for e in alert.evidence if e.field.startswith("action")), None)
+        chosen = first.text if first else f"{alert.evidence[0].field}: {alert.evidence[0].text}"
     text = " ".join((chosen or alert.reason or "").split())
     return text if len(text) <= ACTION_CHARS else text[: ACTION_CHARS - 1] + "…"
 
@@ -202,8 +209,7 @@ class LiveView:
     def fold_alert(self, alert: Alert, at: float) -> None:
         """An alert: shown with its offending action and counted per risk type and env."""
         produced = self.steps.produced_at(alert.source_event_id)
-        needs_step = not alert.evidence
-        step = self.steps.step(alert.source_event_id) if needs_step else None
+        step = self.steps.step(alert.source_event_id) if _on_action(alert) else None
         self.alerts.appendleft(
             AlertRow(
                 event_id=alert.event_id,

