@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aiokafka.errors import KafkaError
 from chaos_agent import SyntheticAgent  # bench/ is on sys.path when this file is run
 from chaos_count import TABLE_TOPICS, figures, read_tables, read_topics, topic_partitions
 from chaos_rss import RssSampler
@@ -301,12 +302,17 @@ async def until_joined(campaign: Campaign, groups: int, timeout_s: float) -> Non
     """Wait until ``groups`` consumer groups of the run exist (the workers joined), so the
     first steps meet running workers rather than their start-up."""
     deadline = time.monotonic() + timeout_s
+    names: list[str] = []
     admin = admin_client(campaign.settings)
     await admin.start()
     try:
         while time.monotonic() < deadline:
             campaign.supervise()
-            names = [g for g, _ in await admin.list_consumer_groups() if campaign.run in g]
+            try:
+                listed = await admin.list_consumer_groups()
+            except KafkaError:  # a new broker still loading its group coordinator
+                listed = []
+            names = [g for g, _ in listed if campaign.run in g]
             if len(names) >= groups:
                 return
             await asyncio.sleep(1.0)
