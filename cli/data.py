@@ -260,9 +260,13 @@ def _cell(value: object) -> str:
 
 
 def export(
-    out: Annotated[Path, typer.Option(help="output file (.jsonl or .parquet)")],
+    out: Annotated[
+        Path, typer.Option(help="output file (.jsonl, .parquet; otel: .json or .jsonl)")
+    ],
     db: DbOption = Path(DEFAULT_DB),
-    fmt: Annotated[str, typer.Option("--format", help="jsonl or parquet")] = "jsonl",
+    fmt: Annotated[
+        str, typer.Option("--format", help="jsonl, parquet or otel (OpenTelemetry GenAI spans)")
+    ] = "jsonl",
     env: EnvOpt = None,
     task: TaskOpt = None,
     risk_type: RiskOpt = None,
@@ -278,7 +282,8 @@ def export(
         str | None, typer.Option(help="tag the LanceDB version read, so cleanup keeps it")
     ] = None,
 ) -> None:
-    """Export trajectories for fine-tuning (OpenAI chat format, JSONL or Parquet).
+    """Export trajectories for fine-tuning (OpenAI chat format, JSONL or Parquet), or as
+    OpenTelemetry GenAI spans with verdicts as span events (--format otel, OTLP/JSON).
 
     A dataset card is written beside the file: counts, sources, selection rule, LanceDB
     version (and tag, with --tag, so cleanup keeps that version).
@@ -286,9 +291,13 @@ def export(
     from ..sinks.export import card_path, export_trajectories
     from ..sinks.query import QueryError
 
-    if fmt not in ("jsonl", "parquet"):
-        raise _fail(f"--format {fmt!r}: choose jsonl or parquet")
-    if out.suffix in (".jsonl", ".parquet") and out.suffix != f".{fmt}":
+    if fmt not in ("jsonl", "parquet", "otel"):
+        raise _fail(f"--format {fmt!r}: choose jsonl, parquet or otel")
+    if fmt == "otel" and out.suffix not in (".json", ".jsonl"):
+        raise _fail(
+            f"--out {out}: OTLP/JSON goes to a .json file (one request) or .jsonl (one a line)"
+        )
+    if fmt != "otel" and out.suffix in (".jsonl", ".parquet") and out.suffix != f".{fmt}":
         raise _fail(
             f"--out {out} ends in {out.suffix} but --format is {fmt}: pass --format "
             f"{out.suffix[1:]} or an --out ending in .{fmt}"
@@ -301,7 +310,8 @@ def export(
         facts = export_trajectories(db, out, sel, fmt=fmt, min_reward=min_reward, tag=tag)  # type: ignore[arg-type]
     except QueryError as exc:
         raise _fail(str(exc)) from None
-    console.print(f"wrote {facts['records']} trajectories to {out}; card {card_path(out)}")
+    spans = f" as {facts['spans']} spans" if fmt == "otel" else ""
+    console.print(f"wrote {facts['records']} trajectories{spans} to {out}; card {card_path(out)}")
 
 
 GROUP_HELP = "consumer group (scoped by the topic prefix: NAME-<prefix> unless it is sf.)"

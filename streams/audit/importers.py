@@ -1,11 +1,11 @@
 """Importers: traces users already have → Safactory ``Step``s.
 
 Formats (docs/AUDIT_FORMATS.md): R-Judge, AgentDojo, OpenAI chat message lists, OpenHands
-event lists and a documented generic JSON. All become ordinary step events, so the batch
-audit, ``safactory import`` (replay through Kafka) and the live worker all judge them with the
-same engine. One agent tool call is one step: its tool output is the step's ``tool_result``;
-the user's words travel in the step's ``messages``; the agent's reasoning is the assistant
-message's content.
+event lists, a documented generic JSON and OpenTelemetry GenAI spans (OTLP/JSON). All become
+ordinary step events, so the batch audit, ``safactory import`` (replay through Kafka) and
+the live worker all judge them with the same engine. One agent tool call is one step: its
+tool output is the step's ``tool_result``; the user's words travel in the step's
+``messages``; the agent's reasoning is the assistant message's content.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from ...schemas import Action, ChatMessage, FunctionCall, Step, ToolCall, derive_id
+from ...schemas import otel as o
 from ...schemas.headers import shown
 
-Format = Literal["rjudge", "agentdojo", "openai", "openhands", "generic"]
-FORMATS: tuple[str, ...] = ("rjudge", "agentdojo", "openai", "openhands", "generic")
+Format = Literal["rjudge", "agentdojo", "openai", "openhands", "generic", "otel"]
+FORMATS: tuple[str, ...] = ("rjudge", "agentdojo", "openai", "openhands", "generic", "otel")
 
 
 class ImportFormatError(ValueError):
@@ -841,6 +842,146 @@ def _trajectory(unit: _Unit, shape: _Shape) -> AuditRecord:
     )
 
 
+# --------------------------------------------------------------------------- otel
+
+
+def read_otel(file: Path) -> list[AuditRecord | SkippedRecord]:
+    """Records of one OTLP/JSON file (``ExportTraceServiceRequest``; ``.json`` one request or
+    a list of them, anything else JSONL with one request a line, as the Collector's file
+    exporter writes): one record per trace, read by :func:`_otel_trace`."""
+    traces: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    skipped: list[AuditRecord | SkippedRecord] = []
+    for unit in _units(file, file.suffix != ".json", ("resourceSpans",)):
+        if isinstance(unit, SkippedRecord):
+            skipped.append(unit)
+            continue
+        requests = unit.raw if isinstance(unit.raw, list) else [unit.raw]
+        if not all(isinstance(r, dict) and isinstance(r.get("resourceSpans"), list)
+                   for r in requests):  # fmt: skip
+            reason = "not an OTLP/JSON trace request; expected an object with 'resourceSpans'"
+            skipped.append(SkippedRecord(unit.id, f"{unit.where}: {reason}"))
+            continue
+        for request in requests:
+            for span, resource in _otel_spans(request):
+                traces.setdefault(str(span.get("traceId", "")), []).append((span, resource))
+    return skipped + [
+        _read_one(lambda t=trace, s=spans: _otel_trace(file, t, s), trace, f"{file}: trace {trace}")
+        for trace, spans in traces.items()
+    ]  # fmt: skip
+
+
+def _otel_spans(request: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every span of a request, with its resource's attributes."""
+    for resource in request["resourceSpans"]:
+        attrs = o.attribute_dict((resource.get("resource") or {}).get("attributes"))
+        for scope in resource.get("scopeSpans") or []:
+            yield from ((s, attrs) for s in scope.get("spans") or [] if isinstance(s, dict))
+
+
+def _otel_trace(
+    file: Path, trace: str, found: list[tuple[dict[str, Any], dict[str, Any]]]
+) -> AuditRecord:
+    """One trace as one record. Spans are read in start order: every model call (``chat``,
+    ``text_completion``, ``generate_content``) is a step, whose new input messages (those
+    after the last assistant turn of its input) and output travel in the step's messages
+    and whose first tool call is its action (each further call a step of its own); an
+    ``execute_tool`` span gives its call's result (and is a step of its own when no model
+    call asked for it). The ``invoke_agent`` span's input messages go to the first step.
+    ``gen_ai.evaluation.result`` events are kept in ``labels["verdicts"]``."""
+    spans = sorted(found, key=lambda f: (int(f[0].get("startTimeUnixNano") or 0),
+                                         f[0].get("parentSpanId") is not None))  # fmt: skip
+    attrs = [o.attribute_dict(span.get("attributes")) for span, _ in spans]
+    agent = next((a for a in attrs if a.get(o.OPERATION) == o.INVOKE_AGENT), {})
+    conversation = next((str(a[o.CONVERSATION]) for a in attrs if a.get(o.CONVERSATION)), trace)
+    service = spans[0][1].get("service.name") if spans else None
+    group = str(agent.get(o.AGENT_NAME) or service or file.stem)
+    key = f"{file.name}:{conversation}"
+    episode = _Episode(
+        derive_id("import.otel", 1, key),
+        str(agent.get("safactory.env") or f"otel:{group}")[:64],
+        str(agent.get("safactory.task_id") or conversation)[:128],
+    )
+    steps: list[Step] = []
+    pending = _otel_messages(agent.get(o.INPUT_MESSAGES), "invoke_agent")
+    verdicts: list[dict[str, Any]] = []
+    step_of_span: dict[str, int] = {}
+    for (span, _), a in zip(spans, attrs, strict=True):
+        operation = a.get(o.OPERATION)
+        where = f"span {span.get('spanId')} ({span.get('name')})"
+        if operation in o.MODEL_CALLS or (operation is None and o.OUTPUT_MESSAGES in a):
+            heard = _otel_messages(a.get(o.INPUT_MESSAGES), where)
+            said = [m for m in _otel_messages(a.get(o.OUTPUT_MESSAGES), where)
+                    if m.role == "assistant"]  # fmt: skip
+            last = max((i for i, m in enumerate(heard) if m.role == "assistant"), default=-1)
+            for m in heard[last + 1 :]:
+                if m.role == "tool":
+                    _otel_result(steps, m.tool_call_id, o.text_of(m.content) or "")
+                else:
+                    pending.append(m)
+            step_of_span[str(span.get("spanId"))] = len(steps)
+            calls = [c for m in said for c in m.tool_calls or []]
+            text = "\n".join(str(m.content) for m in said if m.content) or None
+            steps.append(episode.step(len(steps), [*pending, *said],
+                                      Action(text=text, tool_call=calls[0] if calls else None)))
+            steps += [episode.step(len(steps), [], Action(tool_call=c)) for c in calls[1:]]
+            pending = []
+        elif operation == o.EXECUTE_TOOL or o.TOOL_NAME in a:
+            name = a.get(o.TOOL_NAME)
+            if not isinstance(name, str) or not name.strip():
+                raise ImportFormatError(f"{file}: trace {trace}: {where}: no '{o.TOOL_NAME}'")
+            call_id = str(a.get(o.TOOL_CALL_ID) or f"call_{len(steps)}")
+            result = o.text_of(a.get(o.TOOL_RESULT))
+            if not _otel_result(steps, call_id, result, name):
+                call = ToolCall(id=call_id, function=FunctionCall(
+                    name=name.strip(), arguments=o.arguments_text(a.get(o.TOOL_ARGUMENTS))))
+                steps.append(episode.step(len(steps), pending, Action(tool_call=call), result))
+                pending = []
+            step_of_span[str(span.get("spanId"))] = len(steps) - 1
+        for event in span.get("events") or []:
+            if isinstance(event, dict) and event.get("name") == o.EVALUATION_EVENT:
+                found_attrs = o.attribute_dict(event.get("attributes"))
+                index = found_attrs.get("safactory.verdict.step_index",
+                                        step_of_span.get(str(span.get("spanId"))))  # fmt: skip
+                verdicts.append({**found_attrs, "step_index": index})
+    if not steps:
+        raise ImportFormatError(f"{file}: trace {trace}: no model call or tool span to read")
+    unsafe = agent.get("safactory.unsafe")
+    return AuditRecord(
+        id=conversation, key=key, source="otel", steps=steps,
+        unsafe=unsafe if isinstance(unsafe, bool) else None, group=group,
+        labels={"trace_id": trace, "verdicts": verdicts} if verdicts else {"trace_id": trace},
+    )  # fmt: skip
+
+
+def _otel_messages(value: Any, where: str) -> list[ChatMessage]:
+    """The messages of a GenAI message attribute (JSON text, or already a list)."""
+    if value is None:
+        return []
+    try:
+        items = json.loads(value) if isinstance(value, str) else value
+    except ValueError as exc:
+        raise ImportFormatError(f"{where}: message attribute is not JSON ({exc})") from None
+    if not isinstance(items, list):
+        raise ImportFormatError(f"{where}: message attribute must be a JSON list of messages")
+    try:
+        return [o.from_parts(m) for m in items]
+    except (ValueError, ValidationError) as exc:
+        raise ImportFormatError(f"{where}: {' '.join(str(exc).split())[:200]}") from None
+
+
+def _otel_result(steps: list[Step], call_id: str | None, result: str | None,
+                 name: str | None = None) -> bool:  # fmt: skip
+    """Give ``result`` to the step whose tool call is ``call_id`` (latest first); False if
+    no step made that call."""
+    for index in range(len(steps) - 1, -1, -1):
+        call = steps[index].action.tool_call
+        if call is not None and call.id == call_id and (name is None or call.function.name == name):
+            if result and not steps[index].tool_result:
+                _add_result(steps, index, result)
+            return True
+    return False
+
+
 _Reader = Callable[[Path], list[AuditRecord | SkippedRecord]]
 _READERS: dict[str, tuple[_Reader, tuple[str, ...]]] = {
     "rjudge": (read_rjudge, ("*.json",)),
@@ -848,6 +989,7 @@ _READERS: dict[str, tuple[_Reader, tuple[str, ...]]] = {
     "openai": (read_openai, ("*.json", "*.jsonl")),
     "openhands": (read_openhands, ("*.json", "*.jsonl")),
     "generic": (read_generic, ("*.json", "*.jsonl")),
+    "otel": (read_otel, ("*.json", "*.jsonl")),
 }
 """Each format's reader of one file, and the files it reads in a folder."""
 
