@@ -230,6 +230,8 @@ class EventConsumer:
         batches = await self._ready_records(await self._fetch(timeout_ms))
         if not batches:
             self._polled.set()
+            if self._uncommitted and self._commit_due():  # the last batch before a quiet
+                await self.commit()  # spell is committed too: an idle group shows lag 0
             return 0
         generation = self._generation
         dead: list[asyncio.Future[object]] = []
@@ -272,7 +274,7 @@ class EventConsumer:
             if end is not None:
                 metrics.set_lag(tp.topic, tp.partition, end - offset)
         self._polled.set()
-        if asyncio.get_running_loop().time() - self._last_commit >= self._commit_interval:
+        if self._commit_due():
             await self.commit()
         return sum(len(r) for r in batches.values())
 
@@ -344,6 +346,9 @@ class EventConsumer:
             end = self._consumer.highwater(tp)
             lags[tp] = None if end is None else max(0, end - await self._consumer.position(tp))
         return lags
+
+    def _commit_due(self) -> bool:
+        return asyncio.get_running_loop().time() - self._last_commit >= self._commit_interval
 
     async def commit(self) -> None:
         """Commit the offsets of everything handled so far (also done on an interval)."""
