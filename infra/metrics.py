@@ -24,11 +24,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    REGISTRY,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
 
 from .config import Settings
 
 log = logging.getLogger(__name__)
+disable_created_metrics()  # no ``*_created`` series beside every counter
 
 WORKERS = ("audit", "assemble", "sink", "score", "skills", "simulate", "train")
 """The worker kinds a ``worker`` label names (``none`` outside a worker process)."""

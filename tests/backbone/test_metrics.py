@@ -53,6 +53,21 @@ def test_stats_are_views_over_the_registry() -> None:
     assert "seen=3" in repr(first)
 
 
+def test_trainer_updates_set_loss_and_throughput() -> None:
+    from types import SimpleNamespace
+
+    from safactory.trainer.stream import StreamStats
+
+    stats = StreamStats()
+    stats.last_update = SimpleNamespace(loss=0.25, tokens_per_s=1234.0)  # type: ignore[assignment]
+    assert _sample("sf_trainer_loss") == 0.25
+    assert _sample("sf_trainer_tokens_per_second") == 1234.0
+    before = _sample("sf_stale_skipped_total", reason="policy-staleness")
+    stats.count("skipped_stale", reason="policy-staleness")
+    assert stats.skipped_stale == 1
+    assert _sample("sf_stale_skipped_total", reason="policy-staleness") == before + 1
+
+
 def test_a_busy_port_fails_in_one_line_naming_the_setting() -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
