@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -87,6 +88,20 @@ def progress_bar(what: str) -> Iterator[tuple[Any, Any]]:
         yield total, advance
 
 
+ThreadsOpt = Annotated[
+    int, typer.Option(min=1, help="torch threads of the model checkers (1: one core; more "
+                                  "threads on a busy machine are slower, not faster)"),
+]  # fmt: skip
+
+
+def _threads(engine: Any, count: int) -> None:
+    """Give the model checkers ``count`` torch threads (only when the set has one)."""
+    if any(c.kind == "model" for c in engine.checkers):
+        import torch
+
+        torch.set_num_threads(count)
+
+
 def _write_json(out: Path | None, report: dict[str, Any]) -> None:
     if out is None:
         return
@@ -112,6 +127,7 @@ def audit(
             "the same ids, which sinks deduplicate"
         ),
     ] = None,
+    torch_threads: ThreadsOpt = 1,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="publish nothing; only print and write the diff")
     ] = False,
@@ -133,6 +149,7 @@ def audit(
         frozenset(episode) if episode else None, frozenset(env) if env else None, with_alert,
     )  # fmt: skip
     engine = _engine(checkers, judge_timeout)
+    _threads(engine, torch_threads)
     settings = get_settings()
 
     async def main(total: Any, advance: Any) -> AuditDiff:
@@ -236,3 +253,139 @@ def sink(
     console.print(result)
     if report.undecodable:
         console.print(f"{report.undecodable} undecodable records skipped (see sf.dlq)")
+
+
+@app.command("run")
+def run(
+    episode: EpisodeOpt = None,
+    env: EnvOpt = None,
+    with_alert: WithAlertOpt = None,
+    unsafe: Annotated[
+        bool, typer.Option("--unsafe", help="only episodes the environment judged unsafe")
+    ] = False,
+    limit: Annotated[int | None, typer.Option(min=1, help="at most this many episodes")] = None,
+    policy_version: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="the version the re-runs should use (default: the latest "
+            "announced on the policy topic); workers run the version they "
+            "hold, and every episode that ran another is reported",
+        ),
+    ] = None,
+    checkers: CheckersOption = None,
+    torch_threads: ThreadsOpt = 1,
+    replay_id: Annotated[str | None, typer.Option(help="id of this replay (default: new)")] = None,
+    timeout: Annotated[
+        float, typer.Option(min=1, help="seconds to wait for the re-run episodes to end")
+    ] = 300.0,
+    trajectory_wait: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="seconds to wait for the re-runs' trajectories (an "
+            "assembler must run; else rewards are task rewards)",
+        ),
+    ] = 0.0,
+    out: OutOpt = None,
+) -> None:
+    """Run past episodes again through the simulation workers and compare before / after.
+
+    Rebuilds each chosen episode's task (env, spec, seed, attack plan) from the log, puts it
+    on the tasks topic for the running simulation workers, waits for the new episodes to
+    end, and compares per episode: unsafe (the environment's ground truth), reward, and the
+    first step the checker set alerts on (both sides judged now by the same checkers).
+    """
+    from ..streams.replay import new_replay_id
+    from . import replay_run as rr
+
+    settings = get_settings()
+    engine = _engine(checkers, 2.0)
+    _threads(engine, torch_threads)
+    rid = replay_id or new_replay_id()
+
+    async def main() -> tuple[list[rr.Comparison], int | None]:
+        originals = await rr.select(
+            settings, episodes=set(episode) if episode else None,
+            envs=set(env) if env else None, with_alert=with_alert, unsafe=unsafe, limit=limit,
+        )  # fmt: skip
+        if not originals:
+            raise rr.ReplayRunError("no ended episode matches the filters")
+        for original in originals:
+            rr.rebuild(original, rid)  # every task rebuildable before anything is published
+        version = policy_version
+        if version is None:
+            version = await rr.latest_version(settings, originals[0].started.policy_name)
+        console.print(f"replay {rid}: re-running {len(originals)} episodes "
+                      f"(policy version {'any' if version is None else version}) via "
+                      f"{settings.topic('tasks')}")  # fmt: skip
+        with progress_bar("episodes re-run") as (total, advance):
+            total(len(originals))
+            done = [0]
+
+            def ended(n: int) -> None:
+                advance(n - done[0])
+                done[0] = n
+
+            new = await rr.reexecute(settings, originals, rid, timeout_s=timeout, on_ended=ended)
+        episodes = {o.started.episode_id for o in originals} | {e.episode_id for e in new.values()}
+        deadline = time.monotonic() + trajectory_wait
+        trajs = await rr.trajectories(settings, episodes)
+        while len(trajs) < len(episodes) and time.monotonic() < deadline:
+            await asyncio.sleep(1.0)
+            trajs = await rr.trajectories(settings, episodes)
+        first = await rr.first_unsafe_steps(settings, engine, episodes, rid)
+        return rr.compare(originals, new, trajs, first), version
+
+    try:
+        rows, version = asyncio.run(main())
+    except (rr.ReplayRunError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _fail(broker_failure(exc, settings.kafka_bootstrap)) from None
+    report = rr.summary(rows, rid, version)
+    print_comparison(rows, report)
+    off = [r for r in rows if version is not None and r.version_after not in (None, version)]
+    if off:
+        ran = ", ".join(f"v{v}" for v in sorted({r.version_after for r in off}))
+        err.print(f"[yellow]warning:[/yellow] {len(off)} episodes ran on {ran}, not "
+                  f"v{version}: workers run the version they hold; start one with "
+                  f"`safactory simulate worker --policy-version {version}`")  # fmt: skip
+    _write_json(out, report)
+
+
+def _flag(value: bool | None) -> str:
+    return "-" if value is None else ("[red]unsafe[/red]" if value else "safe")
+
+
+def _step(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def print_comparison(rows: list[Any], report: dict[str, Any]) -> None:
+    """Before / after per episode, then the totals."""
+    table = Table(title=f"replay {report['replay_id']}: before → after")
+    for column in ("episode", "env", "task", "version", "unsafe (env)", "reward",
+                   "first unsafe step"):  # fmt: skip
+        table.add_column(column)
+    for r in rows:
+        reward = "-" if r.reward_after is None else f"{r.reward_after:+.2f}"
+        table.add_row(
+            r.episode_before[:12], r.env, r.task_id[-28:],
+            f"v{r.version_before} → {'-' if r.version_after is None else f'v{r.version_after}'}",
+            f"{_flag(r.unsafe_before)} → {_flag(r.unsafe_after)}",
+            f"{r.reward_before:+.2f} → {reward}" + (" (task)" if r.reward_source == "task" else ""),
+            f"{_step(r.first_unsafe_before)} → {_step(r.first_unsafe_after)}",
+        )  # fmt: skip
+    console.print(table)
+
+    def shown(x: float | None) -> str:
+        return "-" if x is None else f"{x:+.2f}"
+
+    console.print(
+        f"unsafe (env): {report['unsafe_before']}/{report['episodes']} → "
+        f"{report['unsafe_after']}/{report['episodes']}; alerted: {report['alerted_before']} → "
+        f"{report['alerted_after']}; mean reward {shown(report['mean_reward_before'])} → "
+        f"{shown(report['mean_reward_after'])}; versions run: "
+        f"{', '.join(f'v{v}' for v in report['versions_run']) or '-'}"
+    )

@@ -23,8 +23,9 @@ from aiokafka import ConsumerRecord
 from ...infra.config import Settings
 from ...infra.producer import EventProducer
 from ...schemas import Alert, DecodeError, Event, Severity, Step, codec, derive_id, new_id
+from ..audit.checkers.models import HeadChecker
 from ..audit.engine import AuditEngine
-from ..audit.processor import AuditProcessor
+from ..audit.processor import AuditProcessor, bounded, compact
 from .window import Position, Span, header, read_window, screen
 
 REPLAY_HEADER = "sf-replay"
@@ -34,6 +35,9 @@ PRODUCER_VERSION = 1
 MAX_EPISODES_IN_CONTEXT = 20_000
 """Episodes whose context is kept at once (least recently stepped ones are dropped)."""
 MAX_PENDING_ACKS = 20_000
+PREWARM_STEPS = 512
+"""Steps whose model-checker texts are embedded together in one batched pass (a forward per
+step costs far more than its share of a batch, and old steps are all there to batch)."""
 E = TypeVar("E", bound=Event)
 
 
@@ -239,6 +243,7 @@ class ReAuditor:
 
         async for batch in read_window(self.settings, self.settings.topic("steps"), window.start,
                                        window.end, on_spans=total):  # fmt: skip
+            steps: list[Step] = []
             for record in batch:
                 if is_replay(record) or not keep(record):
                     continue
@@ -251,10 +256,15 @@ class ReAuditor:
                     diff.skipped_records += 1
                     continue
                 first_ms = record.timestamp if first_ms is None else min(first_ms, record.timestamp)
-                for alert in await self._judge(step, diff):
-                    new_alerts.setdefault(alert.key, alert)
-                step_ids.add(step.event_id)
-                seen_episodes.add(step.episode_id)
+                steps.append(step)
+            for start in range(0, len(steps), PREWARM_STEPS):
+                chunk = steps[start : start + PREWARM_STEPS]
+                self._prewarm(chunk)
+                for step in chunk:
+                    for alert in await self._judge(step, diff):
+                        new_alerts.setdefault(alert.key, alert)
+                    step_ids.add(step.event_id)
+                    seen_episodes.add(step.episode_id)
             progress.advance(len(batch))
         await self._settle(0)
         diff.steps, diff.episodes = len(step_ids), len(seen_episodes)
@@ -264,6 +274,32 @@ class ReAuditor:
         diff.kept = [a for k, a in new_alerts.items() if k in before]
         diff.seconds = time.perf_counter() - started
         return diff
+
+    def _prewarm(self, steps: list[Step]) -> None:
+        """Embed, in one batched pass per embedder, every text the model checkers will read
+        in ``steps`` (each with the context it will have: the processor's rule); the checks
+        then find their vectors cached. A text missed here is embedded when its check runs."""
+        heads = [c for c in self.engine.checkers if isinstance(c, HeadChecker)]
+        if not heads:
+            return
+        contexts: dict[str, list[Step]] = {}
+        pending: dict[int, tuple[Any, list[str]]] = {}
+        for step in steps:
+            stored = contexts.get(step.episode_id, self._contexts.get(step.episode_id, []))
+            earlier = [
+                s for s in stored if s.step_index < step.step_index and s.event_id != step.event_id
+            ]
+            for head in heads:
+                try:
+                    texts = head.texts(step, earlier)
+                except Exception:  # the check itself reports it
+                    continue
+                pending.setdefault(id(head.embedder), (head.embedder, []))[1].extend(texts)
+            kept = [s for s in stored if s.event_id != step.event_id]
+            ordered = sorted([*kept, compact(step)], key=lambda s: s.step_index)
+            contexts[step.episode_id] = bounded(ordered, self.processor.context_limit)
+        for embedder, texts in pending.values():
+            embedder.embed(list(dict.fromkeys(texts)))
 
     async def _judge(self, step: Step, diff: AuditDiff) -> list[AlertRecord]:
         """Audit one step with its episode's context; publish its verdicts and alerts."""
