@@ -48,6 +48,12 @@ _served: dict[int, int] = {}
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
+class MetricsPortBusy(SystemExit):
+    """``SF_METRICS_PORT`` names a port that cannot be listened on: a configuration error
+    that ends the worker with its one-line message (no traceback), even from inside the
+    event loop; it is raised before the worker connects to anything."""
+
+
 def worker_name() -> str:
     """The ``worker`` label of this process."""
     return _worker
@@ -68,7 +74,7 @@ def serve(settings: Settings, worker: str) -> int | None:
         try:
             server, _ = start_http_server(port, addr="127.0.0.1", registry=REGISTRY)
         except OSError as exc:
-            raise ValueError(
+            raise MetricsPortBusy(
                 f"SF_METRICS_PORT={port}: cannot listen on 127.0.0.1:{port} ({exc.strerror}); "
                 "give each worker its own free port, or 0 to turn metrics off"
             ) from None

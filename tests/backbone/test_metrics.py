@@ -73,7 +73,7 @@ def test_a_busy_port_fails_in_one_line_naming_the_setting() -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        with pytest.raises(ValueError, match=f"SF_METRICS_PORT={port}: cannot listen"):
+        with pytest.raises(metrics.MetricsPortBusy, match=f"SF_METRICS_PORT={port}: cannot listen"):
             metrics.serve(Settings(metrics_port=port), "audit")
     with pytest.raises(ValueError, match="choose one of audit"):
         metrics.serve(Settings(), "auditor")
