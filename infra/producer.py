@@ -1,38 +1,29 @@
 """The event producer: validates, encodes and stamps contract headers; idempotent, acks=all.
 
-Records are appended to one open record batch per partition (aiokafka's C batch builder) and
-a batch is handed to the client when it is full or has lingered ``linger_ms``; batches of one
-partition are handed over strictly in order. This keeps the per-event cost well below
-aiokafka's per-message ``send`` while keeping its guarantees: idempotence, ``acks=all``,
-per-key order, and one future per event that resolves with that event's own offset.
+Records go through aiokafka's own ``send``: its accumulator batches per partition (for
+``linger_ms``, and for as long as the partition's previous batch is in flight), and every
+event gets one future that resolves with its own offset. ``bench/producer_compare.py``
+measured this against batches built by hand and kept it (docs/DECISIONS.md).
+
+Order within a partition: with idempotence every batch carries a sequence number, so when
+a batch fails for good (the broker refused it, say as too large for the topic) the broker
+refuses every later batch of that partition too (``OutOfOrderSequenceNumber``) instead of
+writing them out of order. The producer then starts a fresh client (a new producer id)
+before the next send, so sends made after the failure was reported go through again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import time
+import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.partitioner import murmur2
-from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import RecordMetadata
 
 from ..schemas import Event, codec
 from .config import Settings, get_settings
-
-PARTITIONS_TTL_S = 30.0
-"""How long a topic's partition list is trusted before it is asked for again."""
-
-
-@dataclass
-class _OpenBatch:
-    builder: BatchBuilder
-    waiters: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
-    timer: asyncio.TimerHandle | None = None
 
 
 class EventProducer:
@@ -44,33 +35,35 @@ class EventProducer:
 
     def __init__(self, settings: Settings | None = None, **kafka_options: Any) -> None:
         self.settings = settings or get_settings()
-        self._linger_s = float(kafka_options.pop("linger_ms", 5)) / 1000
-        options: dict[str, Any] = {
+        self._options: dict[str, Any] = {
             "bootstrap_servers": self.settings.kafka_bootstrap,
             "client_id": f"{self.settings.client_id}-producer",
             "acks": "all",
             "enable_idempotence": True,
-            "linger_ms": 0,  # batches arrive complete; lingering happens here
+            "linger_ms": 0,  # batches still form while a partition's last one is in flight
             "max_batch_size": 256 * 1024,
             "max_request_size": codec.MAX_PAYLOAD_BYTES + 64 * 1024,
             "compression_type": None,
         }
-        options.update(kafka_options)
-        self._producer = AIOKafkaProducer(**options)
-        self._partitions: dict[str, tuple[float, list[int]]] = {}
-        self._placement: dict[tuple[str, bytes], int] = {}
-        self._open: dict[tuple[str, int], _OpenBatch] = {}
-        self._handover: dict[tuple[str, int], asyncio.Future[None]] = {}
-        self._round_robin = itertools.count()
+        self._options.update(kafka_options)
+        self._producer: AIOKafkaProducer | None = None
+        self._watch: Any = None
+        self._failed = False  # a batch failed: renew the client before the next send
+        self._renewal: asyncio.Future[None] | None = None
+        self.renewals = 0
+        """How many times a failed batch made the producer start a fresh client."""
 
     async def start(self) -> None:
         """Connect to the cluster."""
-        await self._producer.start()
+        await self._connect()
 
     async def stop(self) -> None:
         """Flush what is pending and disconnect."""
-        await self.flush()
-        await self._producer.stop()
+        if self._renewal is not None:
+            await asyncio.gather(self._renewal, return_exceptions=True)
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
 
     async def __aenter__(self) -> EventProducer:
         await self.start()
@@ -84,52 +77,62 @@ class EventProducer:
         return self.settings.topic(event.TOPIC)
 
     async def send(
-        self, event: Event | Mapping[str, Any], *, schema: type[Event] | None = None,
+        self,
+        event: Event | Mapping[str, Any],
+        *,
+        schema: type[Event] | None = None,
         topic: str | None = None,
-    ) -> asyncio.Future[RecordMetadata]:  # fmt: skip
-        """Validate (dicts need ``schema``), encode and enqueue; the future resolves on ack."""
+    ) -> asyncio.Future[RecordMetadata]:
+        """Validate (dicts need ``schema``), encode and enqueue; the future resolves on ack.
+
+        Raises :class:`~safactory.schemas.EncodeError` at once for an event that cannot go
+        on the wire."""
         event = _as_event(event, schema)
         record = codec.encode(event)
-        return await self._enqueue(
+        return await self._send(
             topic or self.topic_of(event), record.key, record.value, record.headers
         )
 
     async def publish(
-        self, event: Event | Mapping[str, Any], *, schema: type[Event] | None = None,
+        self,
+        event: Event | Mapping[str, Any],
+        *,
+        schema: type[Event] | None = None,
         topic: str | None = None,
-    ) -> RecordMetadata:  # fmt: skip
+    ) -> RecordMetadata:
         """Send one event and wait until the cluster acknowledged it (acks=all)."""
-        future = await self.send(event, schema=schema, topic=topic)
-        self._hand_over_now()
-        return await future
+        return await (await self.send(event, schema=schema, topic=topic))
 
     async def publish_many(
         self, events: Iterable[Event], *, topic: str | None = None
     ) -> list[RecordMetadata]:
         """Send many events and wait for every ack; one RecordMetadata per event, in order."""
         futures = [await self.send(e, topic=topic) for e in events]
-        self._hand_over_now()
         return list(await asyncio.gather(*futures))
 
     async def send_raw(
-        self, topic: str, *, key: bytes | None, value: bytes | None,
-        headers: list[tuple[str, bytes]], partition: int | None = None,
-    ) -> asyncio.Future[RecordMetadata]:  # fmt: skip
+        self,
+        topic: str,
+        *,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]],
+        partition: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
         """Enqueue bytes as they are (dead letters: the original record, unchanged); to
         ``partition`` when given, else where the key places them."""
-        return await self._enqueue(topic, key, value, headers, partition)
+        return await self._send(topic, key, value, headers, partition)
 
     async def flush(self) -> None:
-        """Hand every open batch over and wait until all of them are acknowledged."""
-        self._hand_over_now()
-        tails = list(self._handover.values())
-        if tails:
-            await asyncio.gather(*tails, return_exceptions=True)
-        await self._producer.flush()
+        """Wait until everything sent so far is acknowledged (or failed)."""
+        if self._renewal is not None:
+            await asyncio.gather(self._renewal, return_exceptions=True)
+        if self._producer is not None:
+            await self._producer.flush()
 
-    # ------------------------------------------------------------------ batching
+    # ------------------------------------------------------------------ internals
 
-    async def _enqueue(
+    async def _send(
         self,
         topic: str,
         key: bytes | None,
@@ -137,76 +140,47 @@ class EventProducer:
         headers: list[tuple[str, bytes]],
         partition: int | None = None,
     ) -> asyncio.Future[RecordMetadata]:
-        if partition is None:
-            partition = await self._partition_of(topic, key)
-        tp = (topic, partition)
-        batch = self._open.get(tp)
-        if batch is None:
-            batch = self._open[tp] = self._new_batch(tp)
-        if batch.builder.append(timestamp=None, key=key, value=value, headers=headers) is None:
-            self._hand_over(tp)
-            batch = self._open[tp] = self._new_batch(tp)
-            if batch.builder.append(timestamp=None, key=key, value=value, headers=headers) is None:
-                raise ValueError(f"record of {len(value or b'')} bytes exceeds max_batch_size")
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        batch.waiters.append(future)
+        if self._failed:
+            await self._renew()
+        if self._producer is None:
+            raise RuntimeError("EventProducer is not started: use 'async with EventProducer()'")
+        future = await self._producer.send(
+            topic, value, key=key, partition=partition, headers=headers
+        )
+        future.add_done_callback(self._watch)
         return future
 
-    def _new_batch(self, tp: tuple[str, int]) -> _OpenBatch:
-        batch = _OpenBatch(self._producer.create_batch())
-        batch.timer = asyncio.get_running_loop().call_later(self._linger_s, self._hand_over, tp)
-        return batch
+    async def _connect(self) -> None:
+        producer = AIOKafkaProducer(**self._options)
+        await producer.start()
+        self._producer, self._failed = producer, False
+        self._watch = functools.partial(self._on_done, producer)
 
-    def _hand_over_now(self) -> None:
-        for tp in list(self._open):
-            self._hand_over(tp)
+    def _on_done(self, producer: AIOKafkaProducer, future: asyncio.Future[RecordMetadata]) -> None:
+        """A failed record of the current client: its partition's sequence now has a gap
+        the broker will not accept, so the next send starts a fresh client."""
+        if producer is self._producer and not future.cancelled() and future.exception():
+            self._failed = True
 
-    def _hand_over(self, tp: tuple[str, int]) -> None:
-        """Close the open batch of ``tp`` and chain its sending after the previous one's."""
-        batch = self._open.pop(tp, None)
-        if batch is None:
-            return
-        if batch.timer is not None:
-            batch.timer.cancel()
-        previous = self._handover.get(tp)
-        self._handover[tp] = asyncio.ensure_future(self._send_batch(tp, batch, previous))
-
-    async def _send_batch(
-        self, tp: tuple[str, int], batch: _OpenBatch, previous: asyncio.Future[None] | None
-    ) -> None:
-        if previous is not None:
-            await asyncio.gather(previous, return_exceptions=True)
+    async def _renew(self) -> None:
+        """Drain the old client (later batches of a failed partition fail with it, other
+        partitions' batches are acknowledged, so no partition is reordered), then connect a
+        new one; concurrent sends wait for the same renewal."""
+        if self._renewal is None:
+            self._renewal = asyncio.ensure_future(self._replace_client())
+        renewal = self._renewal
         try:
-            sent = await self._producer.send_batch(batch.builder, tp[0], partition=tp[1])
-            first = await sent
-        except Exception as exc:  # every event of the batch learns why
-            for waiter in batch.waiters:
-                if not waiter.done():
-                    waiter.set_exception(exc)
-            return
-        for i, waiter in enumerate(batch.waiters):
-            if not waiter.done():
-                waiter.set_result(first._replace(offset=first.offset + i))
+            await asyncio.shield(renewal)
+        finally:
+            if self._renewal is renewal and renewal.done():
+                self._renewal = None
 
-    async def _partition_of(self, topic: str, key: bytes | None) -> int:
-        """The partition aiokafka's default partitioner (murmur2, as Java's) would choose."""
-        known = self._partitions.get(topic)
-        if known is None or time.monotonic() - known[0] > PARTITIONS_TTL_S:
-            partitions = sorted(await self._producer.partitions_for(topic))
-            if known is None or known[1] != partitions:
-                self._placement = {k: v for k, v in self._placement.items() if k[0] != topic}
-            known = self._partitions[topic] = (time.monotonic(), partitions)
-        partitions = known[1]
-        if key is None:
-            return partitions[next(self._round_robin) % len(partitions)]
-        placed = self._placement.get((topic, key))
-        if placed is None:
-            if len(self._placement) > 100_000:
-                self._placement.clear()
-            placed = self._placement[(topic, key)] = partitions[
-                (murmur2(key) & 0x7FFFFFFF) % len(partitions)
-            ]
-        return placed
+    async def _replace_client(self) -> None:
+        old, self._producer = self._producer, None
+        if old is not None:
+            await old.stop()
+            self.renewals += 1
+        await self._connect()
 
 
 def _as_event(event: Event | Mapping[str, Any], schema: type[Event] | None) -> Event:
