@@ -2,8 +2,8 @@
 an episode's trajectory with its verdicts from LanceDB, and Prometheus metrics.
 
 Routes: ``/`` and ``/episodes/{id}`` (the page; it renders the live view or the episode),
-``/events`` (``text/event-stream``: a snapshot of the live view whenever it changed, at most
-4 a second, and at least one a second while rates decay), ``/api/view`` (the snapshot once),
+``/events`` (``text/event-stream``: a snapshot of the live view within 50 ms of a change,
+at most 4 a second, and one a second while rates decay), ``/api/view`` (the snapshot once),
 ``/api/episodes/{id}`` (the episode as JSON) and ``/metrics``. With a token every request
 must carry it, as ``Authorization: Bearer <token>`` or ``?token=<token>`` (the page passes
 its own ``?token=`` on to its requests, since EventSource cannot send headers).
@@ -30,8 +30,10 @@ from ...infra.config import Settings
 from ...streams.monitor import Follower, LiveView
 from ...streams.monitor.view import to_json
 
-TICK_S = 0.25
-"""How often an event stream looks for a change."""
+TICK_S = 0.05
+"""How often an event stream looks for a change (a change waits at most this long)."""
+MIN_INTERVAL_S = 0.25
+"""Shortest gap between two snapshots of one stream (at most 4 a second)."""
 IDLE_RESEND_S = 1.0
 """Longest an event stream goes without a snapshot (rates decay while nothing arrives)."""
 
@@ -123,7 +125,8 @@ def create_app(
             sent_seq, sent_at = -1, 0.0
             while True:
                 now = time.monotonic()
-                if view.seq != sent_seq or now - sent_at >= IDLE_RESEND_S:
+                changed = view.seq != sent_seq and now - sent_at >= MIN_INTERVAL_S
+                if changed or now - sent_at >= IDLE_RESEND_S:
                     sent_seq, sent_at = view.seq, now
                     yield f"data: {to_json(view.snapshot())}\n\n"
                 await asyncio.sleep(TICK_S)
