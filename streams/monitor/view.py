@@ -53,26 +53,33 @@ class AlertRow:
 
 
 class Window:
-    """Counts of keys over the last ``span_s`` seconds of event time."""
+    """Counts of keys over the last ``span_s`` seconds of event time, kept per ``bucket_s``
+    bucket: memory grows with the window's length and the number of keys, not the rate."""
 
-    def __init__(self, span_s: float) -> None:
+    def __init__(self, span_s: float, bucket_s: float = 1.0) -> None:
         self.span_s = span_s
-        self._items: deque[tuple[float, Hashable]] = deque()
+        self.bucket_s = bucket_s
+        self._buckets: dict[int, Counter[Hashable]] = {}
+        self._horizon = -math.inf
         self.counts: Counter[Hashable] = Counter()
 
     def add(self, at: float, key: Hashable) -> None:
-        """Count ``key`` at time ``at`` (records arrive roughly in time order)."""
-        self._items.append((at, key))
+        """Count ``key`` at time ``at`` (in any order; what already left the window is not
+        counted)."""
+        bucket = math.floor(at / self.bucket_s)
+        if bucket < self._horizon:
+            return
+        self._buckets.setdefault(bucket, Counter())[key] += 1
         self.counts[key] += 1
 
     def prune(self, now: float) -> Counter[Hashable]:
-        """Forget what is older than the window; the counts of what is left."""
-        horizon = now - self.span_s
-        while self._items and self._items[0][0] < horizon:
-            _, key = self._items.popleft()
-            self.counts[key] -= 1
-            if self.counts[key] <= 0:
-                del self.counts[key]
+        """Forget the buckets that left the window; the counts of what is left."""
+        self._horizon = math.floor((now - self.span_s) / self.bucket_s)
+        gone = [bucket for bucket in self._buckets if bucket < self._horizon]
+        for bucket in gone:
+            self.counts.subtract(self._buckets.pop(bucket))
+        if gone:
+            self.counts = +self.counts
         return self.counts
 
 

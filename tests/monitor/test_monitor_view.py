@@ -149,3 +149,13 @@ def test_alerts_are_listed_newest_first_whatever_their_arrival_order() -> None:
         "at 1003.0",
         "at 1001.0",
     ]
+
+
+def test_window_memory_follows_its_length_not_the_rate() -> None:
+    window = Window(60)
+    for n in range(100_000):  # 100k events in 10 s, out of order within each second
+        window.add(1000.0 + (n % 10) + (n % 7) / 10, "steps" if n % 3 else "alerts")
+    assert len(window._buckets) == 10
+    assert sum(window.prune(1010.0).values()) == 100_000
+    window.add(900.0, "late")  # left the window before it arrived: not counted
+    assert "late" not in window.prune(1010.0) and sum(window.prune(1065.5).values()) == 50_000
