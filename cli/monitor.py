@@ -18,7 +18,7 @@ import termios
 import time
 import tty
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.columns import Columns
@@ -31,6 +31,9 @@ from ..infra import aio
 from ..infra.config import Settings
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
+
+if TYPE_CHECKING:  # the Kafka side loads when the command runs
+    from ..streams.monitor import Follower, LiveView
 
 TICK_S = 0.05
 """How often the dashboard looks for a change (a change waits at most this long)."""
@@ -137,20 +140,36 @@ def _keys(on_key: Callable[[bytes], None]) -> Iterator[None]:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
-async def _run(settings: Settings, from_beginning: bool, window: float, refresh: float) -> None:
-    from ..streams.monitor import Follower, LiveView
+@contextlib.contextmanager
+def _warnings_shown_in(view: LiveView) -> Iterator[None]:
+    """Log warnings go to the dashboard's last line instead of over the screen."""
     from ..streams.monitor.view import WarningsToView
 
+    root = logging.getLogger()
+    handler = WarningsToView(view)
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+
+
+async def _run(settings: Settings, from_beginning: bool, window: float, refresh: float) -> None:
+    from ..streams.monitor import Follower, LiveView
+
     view = LiveView(window)
-    logging.basicConfig(handlers=[WarningsToView(view)], level=logging.WARNING, force=True)
+    with _warnings_shown_in(view):
+        await _watch(view, Follower(settings, view, from_beginning=from_beginning), refresh)
+
+
+async def _watch(view: LiveView, follower: Follower, refresh: float) -> None:
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, done.set)
     console = Console()
-    follower = Follower(settings, view, from_beginning=from_beginning)
     try:
-        with console.status(f"connecting to {settings.kafka_bootstrap}"):
+        with console.status(f"connecting to {follower.settings.kafka_bootstrap}"):
             await follower.start()
     except Exception:
         await follower.stop()
@@ -160,23 +179,18 @@ async def _run(settings: Settings, from_beginning: bool, window: float, refresh:
         if b"q" in typed.lower():
             done.set()
 
+    live = Live(
+        console=console, screen=console.is_terminal, auto_refresh=False, redirect_stderr=False
+    )
     try:
-        with (
-            Live(
-                console=console,
-                screen=console.is_terminal,
-                auto_refresh=False,
-                redirect_stderr=False,
-            ) as live,
-            _keys(on_key),
-        ):
+        with live, _keys(on_key):
             drawn_seq, drawn_at = -1, 0.0
             while not done.is_set():
                 now = loop.time()
                 changed = view.seq != drawn_seq and now - drawn_at >= 1.0 / refresh
                 if changed or now - drawn_at >= IDLE_REDRAW_S:
                     drawn_seq, drawn_at = view.seq, now
-                    live.update(render(view.snapshot(), settings), refresh=True)
+                    live.update(render(view.snapshot(), follower.settings), refresh=True)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(done.wait(), TICK_S)
     finally:
