@@ -17,6 +17,7 @@ from safactory.agents.worker import EpisodeTracker, suite_tasks
 from safactory.cli.main import app
 from safactory.infra.config import Settings, get_settings
 from safactory.infra.producer import EventProducer
+from safactory.infra.topics import describe_topics
 from safactory.schemas import AttackPlan, Task, codec
 from safactory.streams.replay import read_window
 
@@ -44,12 +45,21 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
+async def _topics_visible(settings: Settings) -> None:
+    """Wait until the cluster lists the test's topics (a loaded broker lags a moment)."""
+    for _ in range(100):
+        if all(row["exists"] for row in await describe_topics(settings)):
+            return
+        await asyncio.sleep(0.2)
+
+
 async def _originals(settings: Settings, log: Path) -> list[Task]:
     """Three safety tasks run by a reckless worker at version 0 (one with an attack plan)."""
     tasks = suite_tasks("embodied", 3, group_id="orig", seed=7, kinds=("safety",))
     plan = AttackPlan(injector="misleading", params={})
     tasks[0] = tasks[0].model_copy(update={"attack": plan})
     tracker = EpisodeTracker(settings, "orig")
+    await _topics_visible(settings)
     await tracker.start()
     worker = _worker(settings, log, "reckless", 0)
     try:
