@@ -115,8 +115,8 @@ class LanceSink(BatchSink):
     def ensure_indexes(self) -> list[str]:
         """Create missing scalar, full-text and (once big enough) vector indexes."""
         made = []
-        for name in self.tables():
-            target = self.table(name)
+        for name in self._stored():
+            target = self._existing(name)
             have = {tuple(i.columns) for i in target.list_indices()}
             for column, kind in SCALAR_INDEXES[name]:
                 if (column,) not in have:
@@ -138,8 +138,21 @@ class LanceSink(BatchSink):
         """Compact fragments, fold new rows into indexes, drop untagged versions older than
         ``keep_versions_for`` (each version keeps a manifest listing every fragment, so
         history left for hours outgrew the data: 707 MB of manifests for 50 MB of rows)."""
-        for name in self.tables():
-            self.table(name).optimize(cleanup_older_than=keep_versions_for)
+        for name in self._stored():
+            self._existing(name).optimize(cleanup_older_than=keep_versions_for)
+
+    def refresh(self) -> None:
+        """See the latest version of every open table (another process maintained them)."""
+        for table in self._open.values():
+            table.checkout_latest()
+
+    def _stored(self) -> list[str]:
+        """The sink's tables that exist (maintenance never creates one: a maintaining
+        process has no embedder to give a new table its vector column)."""
+        return sorted(set(self.tables()) & set(self.db.list_tables().tables))
+
+    def _existing(self, name: str) -> lancedb.table.Table:
+        return self._open.get(name) or self.db.open_table(name)
 
 
 def tag_versions(

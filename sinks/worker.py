@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -74,7 +75,7 @@ async def run_sink(
             if last or sink.stats.batches != maintained_at:  # or something was written
                 maintained_at = sink.stats.batches
                 async with writing:
-                    await asyncio.to_thread(_maintain, sink, options.keep_versions)
+                    await _maintain(sink, options.keep_versions)
             if last:
                 return
 
@@ -105,8 +106,24 @@ async def run_sink(
     return sink
 
 
-def _maintain(sink: LanceSink, keep_versions: timedelta) -> None:
+async def _maintain(sink: LanceSink, keep_versions: timedelta) -> None:
+    """One maintenance pass in a child process (:mod:`.maintain`: LanceDB keeps the memory
+    an in-process pass allocates), then the sink's tables see its result."""
     started = time.monotonic()
-    made = sink.ensure_indexes()
-    sink.maintain(keep_versions)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "safactory.sinks.maintain", str(sink.path),
+        "--keep-seconds", str(keep_versions.total_seconds()),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        out, err = await child.communicate()
+    except asyncio.CancelledError:  # a stop: the pass is abandoned (nothing half-committed)
+        child.kill()
+        await child.wait()
+        raise
+    if child.returncode != 0:
+        log.warning("maintenance failed (exit %s): %s", child.returncode,
+                    err.decode(errors="replace").strip().splitlines()[-1:])  # fmt: skip
+    sink.refresh()
+    made = out.decode().split()
     log.info("maintenance in %.1fs; new indexes: %s", time.monotonic() - started, made or "none")

@@ -134,6 +134,8 @@ async def test_sink_commits_what_it_stored_and_leaves_on_sigterm(
     for start_at in range(0, len(sent), 100):  # small batches while the sink runs
         await producer.publish_many(sent[start_at : start_at + 100])
         await asyncio.sleep(0.05)
+        if start_at == 1500:  # mid-flow, once a first write has landed
+            await _until_stored(db, proc, log)
     code, took = terminate(proc, log)
     assert code == 0, f"exit status {code}; log:\n{tail(log)}"
     assert took < STOP_WITHIN_S
@@ -144,6 +146,21 @@ async def test_sink_commits_what_it_stored_and_leaves_on_sigterm(
     assert {tp.topic for tp in committed} == {steps_topic}, committed
     for tp, offset in committed.items():  # nothing committed that is not stored
         assert stored.get((tp.topic, tp.partition), -1) >= offset - 1, (tp, offset, stored)
+
+
+async def _until_stored(db: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Wait until the sink has written steps (its first write creates the tables)."""
+    from safactory.sinks.lance import open_db
+
+    for _ in range(300):
+        if (
+            "steps" in open_db(db).list_tables().tables
+            and open_db(db).open_table("steps").count_rows()
+        ):
+            return
+        assert proc.poll() is None, tail(log)
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the sink stored nothing in 30 s; log:\n{tail(log)}")
 
 
 class SlowJudge(BaseHTTPRequestHandler):
