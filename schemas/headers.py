@@ -27,6 +27,10 @@ ORIGIN_GROUP = "sf-origin-group"
 """The consumer group that read the record there and dead-lettered it: each group reading a
 topic dead-letters its own copy of a bad record, and this says whose copy it is."""
 
+REPLAY = "sf-replay"
+"""On verdicts and alerts a replay re-judged: the replay's id (originals never carry it).
+Live folds (the assembler) pass such records over; replay readers diff them."""
+
 CONTRACT = (SCHEMA, POLICY_VERSION, EPISODE, ENV, TRACE, PRODUCED_AT)
 
 RawHeaders = Sequence[tuple[str, bytes]]

@@ -4,7 +4,7 @@ It reads ``sf.steps``, ``sf.episodes`` and ``sf.verdicts`` (co-partitioned by ep
 a consumer group, folds each event in, and emits trajectories to ``sf.trajectories`` keyed
 by group id with ``sf-policy-version`` = the oldest version in the trajectory (the codec
 stamps it), and abandon events to ``sf.episodes``. Records that cannot be decoded go to
-``sf.dlq``.
+``sf.dlq``; verdicts a replay published (header ``sf-replay``) are passed over.
 
 State. Each input partition has a fold of its own. Every event the fold keeps is written,
 as one record, to partition ``p`` of the compacted topic ``<prefix>assembly-state`` (key
@@ -33,7 +33,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from aiokafka import TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
 from ...infra import aio, metrics
@@ -43,6 +43,7 @@ from ...infra.consumer import Delivery, EventConsumer
 from ...infra.producer import EventProducer
 from ...infra.topics import BY_NAME, TopicSpec, create_topics
 from ...schemas import DeadLetter, DecodeError, EncodeError, Event, codec
+from ...schemas import headers as h
 from .fold import AssemblerConfig, AssemblerStats, EpisodeState, TrajectoryAssembler
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,11 @@ class _StateJournal:
 
 def _key(episode_id: str, event_id: str) -> bytes:
     return episode_id.encode() + SEP + event_id.encode()
+
+
+def _not_a_replay(record: ConsumerRecord) -> bool:
+    """A replay's verdicts (``sf-replay``) re-judge closed history: never fold them live."""
+    return not any(key == h.REPLAY for key, _ in record.headers or ())
 
 
 def restore_fold(
@@ -161,7 +167,7 @@ class AssemblerWorker:
             consumer = EventConsumer(
                 SOURCES, self.settings.group("assemble"), batch_handler=self._fold_batch,
                 settings=self.settings, dlq_producer=producer, on_assigned=self._restore,
-                on_revoked=self._release, max_records=1000,
+                on_revoked=self._release, max_records=1000, screen=_not_a_replay,
                 partition_assignment_strategy=(RangePartitionAssignor,),
                 session_timeout_ms=10_000, heartbeat_interval_ms=1_000,
             )  # fmt: skip

@@ -23,13 +23,13 @@ from aiokafka import ConsumerRecord
 from ...infra.config import Settings
 from ...infra.producer import EventProducer
 from ...schemas import Alert, DecodeError, Event, Severity, Step, codec, derive_id, new_id
+from ...schemas import headers as h
 from ..audit.checkers.models import HeadChecker
 from ..audit.engine import AuditEngine
 from ..audit.processor import AuditProcessor, bounded, compact
 from .window import Position, Span, header, read_window, screen
 
-REPLAY_HEADER = "sf-replay"
-"""Header naming the replay that produced a record (absent on original records)."""
+REPLAY_HEADER = h.REPLAY
 PRODUCER = "safactory.replay"
 PRODUCER_VERSION = 1
 MAX_EPISODES_IN_CONTEXT = 20_000

@@ -201,3 +201,26 @@ async def test_a_trajectory_over_the_record_limit_is_dead_lettered_not_fatal(
     (letter,) = [DeadLetter.from_record(r.key, r.value, r.headers) for r in dead]
     assert letter.error.startswith("encode: Trajectory of episode ep-1")
     assert letter.value_bytes > 9_000_000 and len(dead[0].value) <= DeadLetter.PREVIEW_BYTES
+
+
+async def test_replay_verdicts_are_not_folded_into_live_episodes(
+    topics: Settings, producer: EventProducer
+) -> None:
+    from safactory.schemas import Decision, Severity, derive_id
+    from safactory.schemas import headers as h
+
+    events = episode_events(1, steps=2)
+    step = next(e for e in events if isinstance(e, Step))
+    replayed = Verdict(
+        event_id=derive_id("replay", 1, step.event_id), episode_id=step.episode_id,
+        source_event_id=step.event_id, step_index=step.step_index, env=step.env,
+        checker="rules", risk_type="destructive_operation", severity=Severity.CRITICAL,
+        score=1.0, decision=Decision.BLOCK,
+    )  # fmt: skip
+    record = codec.encode(replayed)
+    await (await producer.send_raw(topics.topic("verdicts"), key=record.key, value=record.value,
+                                   headers=[*record.headers, (h.REPLAY, b"r1")]))  # fmt: skip
+    await producer.publish_many(events)
+    await AssemblerWorker(topics, AssemblerConfig(), tick_every_s=0.2).serve(idle_timeout=4)
+    (t,) = await _trajectories(topics)
+    assert replayed.event_id not in t.verdict_ids and t.verdict_ids
