@@ -379,7 +379,7 @@ class EventConsumer:
         return None
 
     async def _dead_letter(self, record: ConsumerRecord, reason: str) -> asyncio.Future[object]:
-        return await self._send_dead(
+        return await self.send_dead_letter(
             reason, record.topic, record.partition, record.offset, record.key, record.value,
             record.headers,
         )  # fmt: skip
@@ -388,14 +388,17 @@ class EventConsumer:
         """Send a decoded record that could not be processed to the dead-letter topic
         (its original bytes, the reason and its origin in headers); resolves on ack."""
         value = d.value if d.value is not None else codec.encode(d.event).value
-        return await self._send_dead(
+        return await self.send_dead_letter(
             reason, d.topic, d.partition, d.offset, d.key, value, d.headers
         )
 
-    async def _send_dead(
+    async def send_dead_letter(
         self, reason: str, topic: str, partition: int, offset: int, key: bytes | None,
         value: bytes | None, headers: Sequence[tuple[str, bytes]] | None,
     ) -> asyncio.Future[object]:  # fmt: skip
+        """The one dead-letter path: ``value`` with the reason, its origin (``partition`` and
+        ``offset`` -1 for an output that never reached its topic) and this group in headers,
+        by reference when too large to copy; counted by reason. Resolves on ack."""
         self.stats.count("dead_lettered", reason=reason.split(":", 1)[0], topic=topic)
         wire = DeadLetter.wire_headers(headers, reason, topic, partition, offset, self.group_id)
         origin = (reason, topic, partition, offset, self.group_id)

@@ -42,7 +42,7 @@ from ...infra.config import Settings
 from ...infra.consumer import Delivery, EventConsumer
 from ...infra.producer import EventProducer
 from ...infra.topics import BY_NAME, TopicSpec, create_topics
-from ...schemas import DeadLetter, DecodeError, EncodeError, Event, codec
+from ...schemas import DecodeError, EncodeError, Event, codec
 from ...schemas import headers as h
 from .fold import AssemblerConfig, AssemblerStats, EpisodeState, TrajectoryAssembler
 
@@ -244,17 +244,13 @@ class AssemblerWorker:
     async def _too_large(self, event: Event, exc: EncodeError) -> asyncio.Future[object]:
         """An output that cannot go on the wire (over the record limit): a dead letter by
         reference naming it (its start, the reason, its size), not a crash."""
-        assert self._producer is not None and self._consumer is not None
-        self._consumer.stats.count("dead_lettered", reason="encode",
-                                     topic=self.settings.topic(event.TOPIC))  # fmt: skip
+        assert self._consumer is not None
         reason = f"encode: {type(event).__name__} of episode {event.episode_id}: {exc}"
         log.error(reason)
-        key, value, headers = DeadLetter.by_reference(
-            event.episode_id.encode(), event.model_dump_json().encode(), None, reason,
-            self.settings.topic(event.TOPIC), -1, -1, self._consumer.group_id,
+        return await self._consumer.send_dead_letter(
+            reason, self.settings.topic(event.TOPIC), -1, -1, event.episode_id.encode(),
+            event.model_dump_json().encode(), None,
         )  # fmt: skip
-        return await self._producer.send_raw(self.settings.topic("dlq"), key=key, value=value,
-                                             headers=headers)  # fmt: skip
 
     async def _restore(self, assigned: set[TopicPartition]) -> None:
         """Read the state of newly assigned partitions (the consumer hands out their records
