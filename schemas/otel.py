@@ -63,18 +63,25 @@ def any_value(value: Any) -> dict[str, Any]:
 
 
 def from_any_value(value: Any) -> Any:
-    """The Python value of an OTLP/JSON ``AnyValue`` (``intValue`` as string or number)."""
+    """The Python value of an OTLP/JSON ``AnyValue`` (``intValue`` as string or number);
+    None for anything malformed (a foreign trace never breaks the reader)."""
     if not isinstance(value, dict) or not value:
         return None
     kind, inner = next(iter(value.items()))
-    if kind == "intValue":
-        return int(inner)
-    if kind == "doubleValue":
-        return float(inner)
-    if kind == "arrayValue":
-        return [from_any_value(v) for v in (inner or {}).get("values", [])]
-    if kind == "kvlistValue":
-        return attribute_dict((inner or {}).get("values", []))
+    try:
+        if kind == "intValue":
+            return int(inner)
+        if kind == "doubleValue":
+            return float(inner)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if kind in ("arrayValue", "kvlistValue"):
+        values = inner.get("values") if isinstance(inner, dict) else None
+        if not isinstance(values, list):
+            return None
+        if kind == "arrayValue":
+            return [from_any_value(v) for v in values]
+        return attribute_dict(values)
     return inner
 
 

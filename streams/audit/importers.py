@@ -184,9 +184,7 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
     if isinstance(contents, list) and contents and all(isinstance(t, dict) for t in contents):
         contents = [contents]  # one episode written as a flat list of turns
     if not isinstance(contents, list) or not all(isinstance(ep, list) for ep in contents):
-        raise ImportFormatError(
-            f"{at}: field 'contents' must be a list of lists of turns"
-        )
+        raise ImportFormatError(f"{at}: field 'contents' must be a list of lists of turns")
     key = f"{file.name}:{record_id}"
     episode = derive_id("import.rjudge", 1, key)
     env = f"rjudge:{raw.get('scenario') or 'unknown'}"[:64]
@@ -243,8 +241,7 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
             )
         else:
             raise ImportFormatError(
-                f"{at}: turn {t} has role {shown(role)}; "
-                "expected user, agent or environment"
+                f"{at}: turn {t} has role {shown(role)}; expected user, agent or environment"
             )
     unsafe = _label(raw, at)
     return AuditRecord(
@@ -865,17 +862,32 @@ def read_otel(file: Path) -> list[AuditRecord | SkippedRecord]:
             for span, resource in _otel_spans(request):
                 traces.setdefault(str(span.get("traceId", "")), []).append((span, resource))
     return skipped + [
-        _read_one(lambda t=trace, s=spans: _otel_trace(file, t, s), trace, f"{file}: trace {trace}")
+        _read_one(lambda t=trace, s=spans: _otel_trace(file, t, s), trace,
+                  f"{file}: trace {_shown(trace)}")
         for trace, spans in traces.items()
     ]  # fmt: skip
 
 
 def _otel_spans(request: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """Every span of a request, with its resource's attributes."""
-    for resource in request["resourceSpans"]:
-        attrs = o.attribute_dict((resource.get("resource") or {}).get("attributes"))
-        for scope in resource.get("scopeSpans") or []:
-            yield from ((s, attrs) for s in scope.get("spans") or [] if isinstance(s, dict))
+    """Every span of a request, with its resource's attributes (malformed parts skipped)."""
+    for resource in _objects(request.get("resourceSpans")):
+        about = resource.get("resource")
+        attrs = o.attribute_dict(about.get("attributes") if isinstance(about, dict) else None)
+        for scope in _objects(resource.get("scopeSpans")):
+            yield from ((s, attrs) for s in _objects(scope.get("spans")))
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    """The JSON objects of a list value; nothing for anything else."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _nanos(value: Any) -> int:
+    """A span's ``startTimeUnixNano`` (a string or a number); 0 when it is neither."""
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _otel_trace(
@@ -888,7 +900,7 @@ def _otel_trace(
     ``execute_tool`` span gives its call's result (and is a step of its own when no model
     call asked for it). The ``invoke_agent`` span's input messages go to the first step.
     ``gen_ai.evaluation.result`` events are kept in ``labels["verdicts"]``."""
-    spans = sorted(found, key=lambda f: (int(f[0].get("startTimeUnixNano") or 0),
+    spans = sorted(found, key=lambda f: (_nanos(f[0].get("startTimeUnixNano")),
                                          f[0].get("parentSpanId") is not None))  # fmt: skip
     attrs = [o.attribute_dict(span.get("attributes")) for span, _ in spans]
     agent = next((a for a in attrs if a.get(o.OPERATION) == o.INVOKE_AGENT), {})
@@ -902,12 +914,13 @@ def _otel_trace(
         str(agent.get("safactory.task_id") or conversation)[:128],
     )
     steps: list[Step] = []
-    pending = _otel_messages(agent.get(o.INPUT_MESSAGES), "invoke_agent")
+    here = f"{file}: trace {_shown(trace)}"
+    pending = _otel_messages(agent.get(o.INPUT_MESSAGES), f"{here}: invoke_agent")
     verdicts: list[dict[str, Any]] = []
     step_of_span: dict[str, int] = {}
     for (span, _), a in zip(spans, attrs, strict=True):
         operation = a.get(o.OPERATION)
-        where = f"span {span.get('spanId')} ({span.get('name')})"
+        where = f"{here}: span {_shown(span.get('spanId'))} ({_shown(span.get('name'))})"
         if operation in o.MODEL_CALLS or (operation is None and o.OUTPUT_MESSAGES in a):
             heard = _otel_messages(a.get(o.INPUT_MESSAGES), where)
             said = [m for m in _otel_messages(a.get(o.OUTPUT_MESSAGES), where)
@@ -921,30 +934,39 @@ def _otel_trace(
             step_of_span[str(span.get("spanId"))] = len(steps)
             calls = [c for m in said for c in m.tool_calls or []]
             text = "\n".join(str(m.content) for m in said if m.content) or None
-            steps.append(episode.step(len(steps), [*pending, *said],
-                                      Action(text=text, tool_call=calls[0] if calls else None)))
+            steps.append(
+                episode.step(
+                    len(steps),
+                    [*pending, *said],
+                    Action(text=text, tool_call=calls[0] if calls else None),
+                )
+            )
             steps += [episode.step(len(steps), [], Action(tool_call=c)) for c in calls[1:]]
             pending = []
         elif operation == o.EXECUTE_TOOL or o.TOOL_NAME in a:
             name = a.get(o.TOOL_NAME)
             if not isinstance(name, str) or not name.strip():
-                raise ImportFormatError(f"{file}: trace {trace}: {where}: no '{o.TOOL_NAME}'")
+                raise ImportFormatError(f"{where}: no '{o.TOOL_NAME}'")
             call_id = str(a.get(o.TOOL_CALL_ID) or f"call_{len(steps)}")
             result = o.text_of(a.get(o.TOOL_RESULT))
             if not _otel_result(steps, call_id, result, name):
-                call = ToolCall(id=call_id, function=FunctionCall(
-                    name=name.strip(), arguments=o.arguments_text(a.get(o.TOOL_ARGUMENTS))))
+                call = ToolCall(
+                    id=call_id,
+                    function=FunctionCall(
+                        name=name.strip(), arguments=o.arguments_text(a.get(o.TOOL_ARGUMENTS))
+                    ),
+                )
                 steps.append(episode.step(len(steps), pending, Action(tool_call=call), result))
                 pending = []
             step_of_span[str(span.get("spanId"))] = len(steps) - 1
-        for event in span.get("events") or []:
-            if isinstance(event, dict) and event.get("name") == o.EVALUATION_EVENT:
+        for event in _objects(span.get("events")):
+            if event.get("name") == o.EVALUATION_EVENT:
                 found_attrs = o.attribute_dict(event.get("attributes"))
                 index = found_attrs.get("safactory.verdict.step_index",
                                         step_of_span.get(str(span.get("spanId"))))  # fmt: skip
                 verdicts.append({**found_attrs, "step_index": index})
     if not steps:
-        raise ImportFormatError(f"{file}: trace {trace}: no model call or tool span to read")
+        raise ImportFormatError(f"{here}: no model call or tool span to read")
     unsafe = agent.get("safactory.unsafe")
     return AuditRecord(
         id=conversation, key=key, source="otel", steps=steps,

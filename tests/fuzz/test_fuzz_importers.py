@@ -104,7 +104,36 @@ def _trajectories(field: str, items: st.SearchStrategy[dict]) -> st.SearchStrate
     return st.one_of(record, st.lists(items, max_size=4), st.lists(record, max_size=3))
 
 
+otel_value = st.one_of(
+    st.fixed_dictionaries({"stringValue": texts}),
+    st.fixed_dictionaries({"intValue": texts}),
+    st.fixed_dictionaries({"boolValue": st.booleans()}),
+    json_objects,
+)
+otel_attributes = st.lists(
+    _record({"key": st.sampled_from(["gen_ai.operation.name", "gen_ai.tool.name",
+                                     "gen_ai.conversation.id", "gen_ai.input.messages",
+                                     "gen_ai.output.messages", "gen_ai.tool.call.arguments",
+                                     "gen_ai.tool.call.result", "safactory.unsafe", "x"]),
+             "value": otel_value}),
+    max_size=5,
+)  # fmt: skip
+otel_span = _record({
+    "traceId": st.sampled_from(["a" * 32, "b" * 32]) | texts,
+    "spanId": st.sampled_from(["1" * 16, "2" * 16, "3" * 16]) | texts,
+    "parentSpanId": st.sampled_from(["", "1" * 16, "2" * 16]) | texts,
+    "name": st.sampled_from(["invoke_agent a", "chat m", "execute_tool t", "x"]),
+    "startTimeUnixNano": texts, "endTimeUnixNano": texts, "attributes": otel_attributes,
+    "events": st.lists(_record({"name": texts, "attributes": otel_attributes}), max_size=2),
+})  # fmt: skip
+otel = _record({"resourceSpans": st.lists(_record({
+    "resource": _record({"attributes": otel_attributes}),
+    "scopeSpans": st.lists(_record({"spans": st.lists(otel_span, max_size=4)}), max_size=2),
+}), max_size=2)})  # fmt: skip
+
+
 SHAPED = {
+    "otel": otel | st.lists(otel, max_size=2),
     "rjudge": rjudge,
     "agentdojo": st.lists(
         _record({"messages": st.lists(chat_message, max_size=4), "metadata": metadata}),
