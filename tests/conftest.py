@@ -8,9 +8,12 @@ so tests never see each other's records.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,7 @@ import pytest
 from safactory.infra.config import Settings
 from safactory.infra.local import local_broker
 from safactory.infra.producer import EventProducer
-from safactory.infra.topics import create_topics
+from safactory.infra.topics import create_topics, delete_topics_where
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -48,9 +51,16 @@ def kafka() -> Iterator[str]:
 
 
 @pytest.fixture
-def settings(kafka: str) -> Settings:
-    """Settings on the test broker with a topic prefix unique to this test."""
-    return Settings(kafka_bootstrap=kafka, topic_prefix=f"t{uuid.uuid4().hex[:10]}.")
+def settings(kafka: str) -> Iterator[Settings]:
+    """Settings on the test broker with a topic prefix unique to this test; the test's
+    topics are deleted afterwards (a broker holding every test's partitions runs out of
+    file descriptors: 19,909 partition folders ended a shared broker with "Too many open
+    files")."""
+    prefix = f"t{uuid.uuid4().hex[:10]}."
+    yield Settings(kafka_bootstrap=kafka, topic_prefix=prefix)
+    doomed = delete_topics_where(Settings(kafka_bootstrap=kafka), lambda t: t.startswith(prefix))
+    with ThreadPoolExecutor(1) as thread, contextlib.suppress(Exception):  # a test that
+        thread.submit(asyncio.run, doomed).result(timeout=30)  # stopped the broker leaves them
 
 
 @pytest.fixture
