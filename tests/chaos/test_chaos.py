@@ -9,36 +9,18 @@ docs/RELIABILITY.md.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from chaos_ports import free_ports
 
 pytestmark = pytest.mark.integration
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "chaos.py"
 WORKERS = {"audit", "assemble", "sink", "simulate"}
-
-
-def _free_port_pair() -> int:
-    """A port p with p and p + 1 free (client and controller listener of the broker)."""
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port >= 65000:
-            continue
-        try:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind(("127.0.0.1", port))
-                b.bind(("127.0.0.1", port + 1))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no two adjacent free ports on 127.0.0.1")
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +30,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = work / "figures.json"
     cmd = [sys.executable, str(BENCH), "--steps", "3000", "--kills", "4", "--broker-kill",
            "--rate", "100", "--episode-timeout", "20", "--verdict-timeout", "20",
-           "--drain-timeout", "100", "--warmup", "15", "--port", str(_free_port_pair()),
+           "--drain-timeout", "100", "--warmup", "15", "--port", str(free_ports(2)),
            "--workdir", str(work / "run"), "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=420, check=False)
     print(proc.stdout[-6000:])

@@ -4,7 +4,6 @@ partition while a producer sends; every acknowledged step is on the topic afterw
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from chaos_ports import free_ports
 
 from safactory import schemas as s
 from safactory.infra.cluster import LocalCluster
@@ -24,34 +24,11 @@ pytestmark = pytest.mark.integration
 N_EVENTS = 4000
 
 
-def _free_base_port(span: int = 6) -> int:
-    """A port p with p .. p + span - 1 free on 127.0.0.1 (two per node)."""
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            base = sock.getsockname()[1]
-        if base + span >= 65535:
-            continue
-        try:
-            held = []
-            for port in range(base, base + span):
-                probe = socket.socket()
-                held.append(probe)
-                probe.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            for probe in held:
-                probe.close()
-        return base
-    raise RuntimeError("no free run of ports on 127.0.0.1")
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     """A fresh 3-node cluster (jars from the shared cache, data under a name of its own)."""
     home = Settings().home
-    nodes = LocalCluster(home, name=f"chaos-test-{tmp_path.name}", base_port=_free_base_port())
+    nodes = LocalCluster(home, name=f"chaos-test-{tmp_path.name}", base_port=free_ports(6))
     try:
         nodes.up()
         yield nodes
