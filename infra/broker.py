@@ -303,8 +303,13 @@ class Launch:
 
 
 def new_cluster_id() -> str:
-    """A fresh KRaft cluster id (a base64url uuid, as ``kafka-storage random-uuid`` prints)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A fresh KRaft cluster id (a base64url uuid, as ``kafka-storage random-uuid`` prints;
+    like Kafka's own, never starting with '-', which its command line would read as an
+    option: one id in 64 failed ``kafka-storage format`` before)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def min_insync_replicas(replication: int) -> int:

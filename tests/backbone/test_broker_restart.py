@@ -86,3 +86,10 @@ async def test_acknowledged_events_survive_broker_restart(
     duplicated = [e for e, n in counts.items() if n > 1]
     assert not missing, f"{len(missing)} acknowledged events were lost"
     assert not duplicated, f"{len(duplicated)} events were written twice"
+
+
+def test_cluster_ids_never_start_with_a_dash() -> None:
+    from safactory.infra.broker import new_cluster_id
+
+    ids = [new_cluster_id() for _ in range(5000)]  # about 78 would start with '-' by chance
+    assert not [i for i in ids if i.startswith("-")] and len(set(ids)) == len(ids)
