@@ -198,52 +198,14 @@ class AuditEngine:
         return out
 
     def _shed(self, step: Step, checker: Checker, why: str) -> Verdict:
-        return Verdict(
-            event_id=derive_id(
-                ENGINE_NAME, ENGINE_VERSION, step.event_id, checker.name, checker.version, "shed"
-            ),
-            episode_id=step.episode_id,
-            source_event_id=step.event_id,
-            step_index=step.step_index,
-            env=step.env,
-            checker=checker.name,
-            checker_version=checker.version,
-            checker_kind=checker.kind,
-            risk_type="none",
-            severity=Severity.NONE,
-            score=0.0,
-            decision=Decision.UNDECIDED,
-            reason=f"not run: {why}"[:2000],
-            policy_version=step.policy_version,
-            trace_id=step.trace_id,
-        )
+        return _no_finding(step, checker, "shed", "none", Decision.UNDECIDED, f"not run: {why}")
 
     def _error(self, step: Step, checker: Checker, exc: BaseException, started: float) -> Verdict:
-        return Verdict(
-            event_id=derive_id(
-                ENGINE_NAME,
-                ENGINE_VERSION,
-                step.event_id,
-                checker.name,
-                checker.version,
-                RiskType.CHECKER_ERROR,
-            ),
-            episode_id=step.episode_id,
-            source_event_id=step.event_id,
-            step_index=step.step_index,
-            env=step.env,
-            checker=checker.name,
-            checker_version=checker.version,
-            checker_kind=checker.kind,
-            risk_type=RiskType.CHECKER_ERROR,
-            severity=Severity.NONE,
-            score=0.0,
-            decision=Decision.CHECKER_ERROR,
-            reason=f"{type(exc).__name__}: {exc}"[:2000],
-            latency_ms=(time.perf_counter() - started) * 1000.0,
-            policy_version=step.policy_version,
-            trace_id=step.trace_id,
-        )
+        return _no_finding(
+            step, checker, RiskType.CHECKER_ERROR, RiskType.CHECKER_ERROR,
+            Decision.CHECKER_ERROR, f"{type(exc).__name__}: {exc}",
+            (time.perf_counter() - started) * 1000.0,
+        )  # fmt: skip
 
     def _summarise(self, step: Step, verdicts: list[Verdict]) -> StepAudit:
         threshold = self.policy.threshold
@@ -313,3 +275,31 @@ class TrajectoryResult:
             "risk_types": self.risk_types,
             "first_unsafe_step": self.first_unsafe_step,
         }
+
+
+def _no_finding(
+    step: Step, checker: Checker, tag: str, risk_type: str, decision: Decision, reason: str,
+    latency_ms: float = 0.0,
+) -> Verdict:  # fmt: skip
+    """A checker's verdict that judged nothing (it crashed, or was not run): severity none,
+    score 0, its id derived from the step, the checker and ``tag``."""
+    return Verdict(
+        event_id=derive_id(
+            ENGINE_NAME, ENGINE_VERSION, step.event_id, checker.name, checker.version, tag
+        ),
+        episode_id=step.episode_id,
+        source_event_id=step.event_id,
+        step_index=step.step_index,
+        env=step.env,
+        checker=checker.name,
+        checker_version=checker.version,
+        checker_kind=checker.kind,
+        risk_type=risk_type,
+        severity=Severity.NONE,
+        score=0.0,
+        decision=decision,
+        reason=reason[:2000],
+        latency_ms=latency_ms,
+        policy_version=step.policy_version,
+        trace_id=step.trace_id,
+    )
