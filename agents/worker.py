@@ -4,7 +4,10 @@ Many workers on many machines share one queue by joining the same consumer group
 polled batch is run concurrently on an :class:`ActorPool`; offsets are committed after the
 batch's episodes have ended (at-least-once). Before each episode starts, admission control
 asks :class:`StalenessController` whether the worker's policy lags the latest version
-announced on ``sf.policy`` by too much; if so the policy reloads first (hot reload).
+announced on ``sf.policy`` by too much; if so the policy reloads first (hot reload). Given
+the trainer's batch size (``StalenessController(batch_size=..., workers=...)``), it also
+holds episodes back while the trainer's announced ``consumed`` count leaves no capacity
+for them to arrive fresh (reloading first when newer weights would).
 
 The workers consume on the project's runtime (``infra.consumer.EventConsumer``): a record on
 ``sf.tasks`` that does not decode, or decodes to something other than a task, leaves by its
@@ -163,7 +166,11 @@ class SimulationWorker:
             latest_version = latest.policy_version if latest else self.policy.version
             assert self._actors is not None
             decision = self.staleness.admit_episode(
-                self.policy.version, latest_version, self._actors.in_flight
+                self.policy.version,
+                latest_version,
+                self._actors.in_flight,
+                consumed=latest.consumed if latest else None,
+                key=asyncio.current_task(),  # the episode's own task (ActorPool.run_one)
             )
             if decision is Admission.START:
                 return
@@ -210,6 +217,7 @@ class SimulationWorker:
         return self.stats.reloads
 
     def _finished(self, result: EpisodeResult) -> None:
+        self.staleness.episode_ended(asyncio.current_task())
         self.stats.count("episodes", outcome=result.outcome.value)
         if self.on_done is not None:
             self.on_done(result)

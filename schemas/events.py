@@ -368,6 +368,10 @@ class PolicyVersion(Event):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     base_model: str | None = None
     trained_on: NonNegativeInt = Field(default=0, description="trajectories consumed so far")
+    consumed: NonNegativeInt | None = Field(
+        default=None, description="trajectories trained on or skipped as stale so far (the "
+        "workers' admission capacity counts against it); None from older trainers"
+    )  # fmt: skip
 
     def key(self) -> str:
         return self.policy_name

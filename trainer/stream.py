@@ -18,7 +18,9 @@ once. One trainer per topic prefix: a second member of the group would take half
 partitions.
 
 After each update the trainer commits that checkpoint and announces the new weights
-``{version, uri, sha256}`` on the compacted policy topic.
+``{version, uri, sha256}`` on the compacted policy topic, with the trajectories it has
+finished with so far (``consumed``: trained on or skipped as stale), which the simulation
+workers' admission counts its capacity against (``infra.staleness``).
 """
 
 from __future__ import annotations
@@ -392,6 +394,7 @@ class StreamingTrainer:
         event = PolicyVersion(
             policy_name=self.config.policy_name, policy_version=stored.version,
             uri=stored.uri, sha256=stored.sha256, trained_on=self.state.trained_total,
+            consumed=self.staleness.consumed_total,
         )  # fmt: skip
         await self._producer.publish(event)
         self.stats.published += 1

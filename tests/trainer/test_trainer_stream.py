@@ -79,12 +79,14 @@ async def test_staleness_is_exact_at_the_boundary_and_read_from_headers(
             await producer.publish(alien.model_copy(update={"steps": [step]}))
             await producer.publish_many(too_old)  # acknowledged before the boundary batch is sent
             await producer.publish_many(boundary)
-            await watcher.wait_for("toy", 4)
+            announced = await watcher.wait_for("toy", 4)
     stats = await asyncio.wait_for(task, 30)
     assert trainer.version == 4
     assert trainer.staleness.skipped == {3: 5}
     assert trainer.staleness.accepted == {0: 12, 2: 4}
     assert stats.skipped_stale == 5 and stats.dead_lettered == 2
+    # what the workers' capacity rule counts against: trained on or skipped
+    assert (announced.trained_on, announced.consumed) == (16, 21)
     journal = TrainingJournal(cfg.checkpoint_dir).entries()
     trained = [e for entry in journal for e in entry["trained"]]
     skipped = [e for entry in journal for e in entry["skipped"]]
