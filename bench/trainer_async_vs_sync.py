@@ -6,19 +6,27 @@ streaming trainer consumes them under the staleness rule and publishes a version
 
 - sync: each worker runs one episode on version v, then waits for v+1; the trainer takes
   exactly the batch of version v (max_staleness 0). Every step waits for the slowest episode.
-- async: workers never wait for the trainer; admission makes a worker reload when its
-  weights lag by more than max_staleness; the trainer takes every fresh trajectory there is
-  (at least the batch size) per update.
+- async: workers never wait for the trainer's next version; the trainer takes every fresh
+  trajectory there is (at least the batch size) per update. Two admission rules, each its
+  own row (``--admission``):
+  - header-only: a worker reloads when its weights lag by more than max_staleness; the
+    trainer's header check skips what arrives too stale.
+  - capacity: also the capacity rule (``infra.staleness``): workers start episodes on the
+    latest weights and only while the trainer's announced ``consumed`` count leaves room
+    for them, and for the ones in flight, to arrive fresh; else they wait. The workers
+    share one controller (workers=1), each episode keyed by its worker.
 
 ``--step-seconds`` adds a fixed time to every update, modelling the step of a bigger model
 (with the tiny CPU model an update takes milliseconds, so the trainer never holds rollouts
 up; with a real step, async rollouts pile up while the trainer works).
 
 Printed side by side: trajectories consumed per update, seconds per update, wall-clock for
-the fixed number of updates, and the async/sync throughput ratio. Then the trainer's
-tokens/s on CPU with the default model shape.
+the fixed number of updates, stale trajectories skipped and their share of those the
+trainer finished with (skipped / (trained + skipped)), and each async row's throughput
+ratio to sync. Then the trainer's tokens/s on CPU with the default model shape.
 
     python bench/trainer_async_vs_sync.py --workers 16 --updates 15
+    python bench/trainer_async_vs_sync.py --admission capacity --token-rounds 0
     python bench/trainer_async_vs_sync.py --workers 16 --updates 15 --step-seconds 0.5
 """
 
@@ -60,6 +68,7 @@ SHAPE = ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_head
 @dataclass
 class Result:
     mode: str
+    admission: str
     updates: int
     consumed: int
     skipped: int
@@ -73,6 +82,11 @@ class Result:
     @property
     def throughput(self) -> float:
         return self.consumed / self.seconds
+
+    @property
+    def stale_share(self) -> float:
+        """Skipped as stale, of the trajectories the trainer finished with."""
+        return self.skipped / (self.consumed + self.skipped)
 
 
 class Policies:
@@ -91,7 +105,7 @@ class Policies:
         return self.loaded[version]
 
 
-async def run_mode(args: argparse.Namespace, mode: str) -> Result:
+async def run_mode(args: argparse.Namespace, mode: str, rule: str = "header-only") -> Result:
     settings = Settings(topic_prefix=f"bench{uuid.uuid4().hex[:8]}.")
     await create_topics(settings)
     work = Path(tempfile.mkdtemp(prefix=f"sf-bench-{mode}-"))
@@ -101,13 +115,16 @@ async def run_mode(args: argparse.Namespace, mode: str) -> Result:
         max_batch_size=batch * 8, seq_len=32, rows_per_micro_batch=64, lr=3e-3,
         weight_dir=work / "w", checkpoint_dir=work / "c", model=SHAPE,
     )  # fmt: skip
-    tokenizer = toy_tokenizer()
+    tokenizer = toy_tokenizer()  # the toy task: its model, tokenizer and sampler
     learner = Learner(build_model(SHAPE, len(tokenizer)), tokenizer, cfg, resolve_placement(cfg))
     if args.step_seconds > 0:
         learner.update = _padded(learner.update, args.step_seconds)  # type: ignore[method-assign]
     trainer = StreamingTrainer(cfg, settings, learner)
     training = asyncio.create_task(trainer.run())
-    admission = StalenessController(max_staleness=cfg.effective_staleness)
+    admission = StalenessController(
+        max_staleness=cfg.effective_staleness,
+        batch_size=batch if rule == "capacity" else None,
+    )
     rng = random.Random(args.seed)
     stop = asyncio.Event()
     async with PolicyWatcher(settings) as watcher, EventProducer(settings) as producer:
@@ -115,18 +132,29 @@ async def run_mode(args: argparse.Namespace, mode: str) -> Result:
         policies = Policies(watcher, cfg.policy_name)
 
         async def worker(index: int) -> None:
+            nonlocal running
             version = 0
             generator = torch.Generator().manual_seed(args.seed * 1000 + index)
             local = random.Random(args.seed * 1000 + index)
             while not stop.is_set():
-                latest = watcher.latest[cfg.policy_name].policy_version
+                announced = watcher.latest[cfg.policy_name]
+                latest = announced.policy_version
                 if mode == "sync":
                     if latest == version and index in done_at.get(version, set()):
                         await asyncio.sleep(0.005)  # each waits for the other
                         continue
                     version = latest
-                elif admission.admit_episode(version, latest, 0) is Admission.RELOAD:
-                    version = latest
+                else:
+                    decision = admission.admit_episode(
+                        version, latest, running, consumed=announced.consumed, key=index
+                    )
+                    if decision is Admission.RELOAD:
+                        version = latest
+                        continue
+                    if decision is Admission.WAIT:
+                        await asyncio.sleep(0.005)
+                        continue
+                running += 1
                 model = await policies.model(version)
                 trajectories, _ = make_trajectories(
                     model, tokenizer, version=version, groups=1, group_size=1, rng=local,
@@ -135,22 +163,26 @@ async def run_mode(args: argparse.Namespace, mode: str) -> Result:
                 await asyncio.sleep(local.lognormvariate(math.log(args.latency_median),
                                                          args.latency_sigma))  # fmt: skip
                 await producer.publish_many(trajectories)
+                running -= 1
+                admission.episode_ended(index)
                 done_at.setdefault(version, set()).add(index)
 
         done_at: dict[int, set[int]] = {}
+        running = 0
         started = time.perf_counter()
         workers = [asyncio.create_task(worker(i)) for i in range(args.workers)]
         await watcher.wait_for(cfg.policy_name, args.updates)
         seconds = time.perf_counter() - started
         consumed = trainer.state.trained_total
+        skipped = trainer.staleness.skipped_total
         stop.set()
         trainer.request_stop()
         await asyncio.gather(*workers)
         await training
     del rng
     shutil.rmtree(work, ignore_errors=True)
-    return Result(mode, args.updates, consumed, trainer.stats.skipped_stale, seconds,
-                  dict(sorted(trainer.staleness.accepted.items())))  # fmt: skip
+    return Result(mode, rule if mode == "async" else "-", args.updates, consumed, skipped,
+                  seconds, dict(sorted(trainer.staleness.accepted.items())))  # fmt: skip
 
 
 def _padded(
@@ -194,20 +226,28 @@ async def main(args: argparse.Namespace) -> None:
     latency = f"lognormal(median {args.latency_median}s, sigma {args.latency_sigma})"
     print(f"workers={args.workers} updates={args.updates} max_staleness={args.max_staleness} "
           f"latency={latency} extra step seconds={args.step_seconds}")  # fmt: skip
-    results = [await run_mode(args, "sync"), await run_mode(args, "async")]
-    print(f"{'mode':6} {'consumed':>9} {'per update':>11} {'s/update':>9} {'wall s':>7} "
-          f"{'traj/s':>7} {'skipped':>8}  staleness (lag: trained)")  # fmt: skip
+    rules = ["header-only", "capacity"] if args.admission == "both" else [args.admission]
+    results = [await run_mode(args, "sync")]
+    results += [await run_mode(args, "async", rule) for rule in rules]
+    print(f"{'mode':6} {'admission':11} {'consumed':>9} {'per update':>11} {'s/update':>9} "
+          f"{'wall s':>7} {'traj/s':>7} {'skipped':>8} {'stale %':>8}  "
+          f"staleness (lag: trained)")  # fmt: skip
     for r in results:
-        print(f"{r.mode:6} {r.consumed:9d} {r.per_update:11.1f} {r.seconds / r.updates:9.3f} "
-              f"{r.seconds:7.2f} {r.throughput:7.1f} {r.skipped:8d}  {r.staleness}")  # fmt: skip
-    sync, asyn = results
-    print(f"async/sync: trajectories per update {asyn.per_update / sync.per_update:.2f}x, "
-          f"wall-clock for {args.updates} updates {sync.seconds / asyn.seconds:.2f}x faster, "
-          f"throughput {asyn.throughput / sync.throughput:.2f}x")  # fmt: skip
-    rate, batch = tokens_per_second(args)
-    threads = torch.get_num_threads()
-    print(f"trainer tokens/s on CPU (default model, {batch} trajectories of 121 tokens, median "
-          f"of {args.token_rounds}): {rate:,.0f} (torch threads {threads})")  # fmt: skip
+        print(f"{r.mode:6} {r.admission:11} {r.consumed:9d} {r.per_update:11.1f} "
+              f"{r.seconds / r.updates:9.3f} {r.seconds:7.2f} {r.throughput:7.1f} "
+              f"{r.skipped:8d} {100 * r.stale_share:7.1f}%  {r.staleness}")  # fmt: skip
+    sync = results[0]
+    for asyn in results[1:]:
+        print(f"async ({asyn.admission}) / sync: trajectories per update "
+              f"{asyn.per_update / sync.per_update:.2f}x, wall-clock for {args.updates} updates "
+              f"{sync.seconds / asyn.seconds:.2f}x faster, throughput "
+              f"{asyn.throughput / sync.throughput:.2f}x, stale {100 * asyn.stale_share:.1f}% "
+              f"({asyn.skipped} skipped / {asyn.consumed + asyn.skipped} finished)")  # fmt: skip
+    if args.token_rounds:
+        rate, batch = tokens_per_second(args)
+        threads = torch.get_num_threads()
+        print(f"trainer tokens/s on CPU (default model, {batch} trajectories of 121 tokens, "
+              f"median of {args.token_rounds}): {rate:,.0f} (torch threads {threads})")  # fmt: skip
 
 
 if __name__ == "__main__":
@@ -219,6 +259,9 @@ if __name__ == "__main__":
     parser.add_argument("--latency-sigma", type=float, default=1.2, help="log-normal sigma")
     parser.add_argument("--step-seconds", type=float, default=0.0,
                         help="extra seconds per update (a bigger model's step)")  # fmt: skip
-    parser.add_argument("--token-rounds", type=int, default=5, help="updates timed for tokens/s")
+    parser.add_argument("--admission", choices=["both", "header-only", "capacity"],
+                        default="both", help="async admission rule(s), one row each")  # fmt: skip
+    parser.add_argument("--token-rounds", type=int, default=5,
+                        help="updates timed for tokens/s (0: skip)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     asyncio.run(main(parser.parse_args()))

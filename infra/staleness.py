@@ -35,7 +35,8 @@ Admission: the version rule and, given the trainer's ``batch_size``, the capacit
   version rule), so the capacity rule can slow the fleet, never stop it, even when a
   trajectory never reaches the trainer (a dead letter) or a skip is not announced yet.
 
-Measured in docs/DECISIONS.md ("Admission: a capacity rule ...").
+Measured in docs/DECISIONS.md ("Admission: a capacity rule so async rollouts are not
+wasted").
 """
 
 from __future__ import annotations
