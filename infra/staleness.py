@@ -87,9 +87,15 @@ class StalenessController:
     consumed_base: int | None = None
     """The trainer's ``consumed`` count when this controller began counting."""
     clock: Callable[[], float] = field(default=time.monotonic, repr=False)
-    _running: dict[Hashable, tuple[int, float]] = field(default_factory=dict, repr=False)
-    _durations: deque[float] = field(default_factory=lambda: deque(maxlen=256), repr=False)
-    _protect_s: float = field(default=math.inf, repr=False)
+    _running: dict[Hashable, tuple[int, float]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    """Episodes admitted with a key and not ended yet: key → (version, start time)."""
+    _durations: deque[float] = field(
+        default_factory=lambda: deque(maxlen=256), init=False, repr=False
+    )
+    _protect_s: float = field(default=math.inf, init=False, repr=False)
+    """Episodes in flight longer than this are stragglers (:attr:`protect_quantile`)."""
 
     def __post_init__(self) -> None:
         if self.max_staleness < 0:
