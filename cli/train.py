@@ -37,6 +37,15 @@ def train(
         typer.Option(help="async: rollout and training decoupled by Kafka; sync: each waits"),
     ] = None,
     device: Annotated[str | None, typer.Option(help="cpu, cuda or npu")] = None,
+    model_name: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="tiny (built from [trainer.model], random init), smollm2-135m "
+            "(SmolLM2-135M-Instruct, its tokenizer and chat template) or a local Hugging Face "
+            "folder",
+        ),
+    ] = None,
     max_staleness: Annotated[
         int | None, typer.Option(help="train on a trajectory only if v − m ≤ this (async mode)")
     ] = None,
@@ -68,10 +77,10 @@ def train(
     Resumes from the checkpoint in --checkpoint-dir if there is one. Ctrl-C finishes the
     update in hand, checkpoints and exits.
     """
+    from ..infra.models import ModelError
     from ..trainer.distill import LocalTeacher
     from ..trainer.learner import Learner
-    from ..trainer.model import build_model, resolve_placement
-    from ..trainer.tokenizer import build_tokenizer
+    from ..trainer.model import load_policy_model, resolve_placement
 
     distill = {"teacher": teacher, "coef": distill_coef, "pure": pure_distill}
     try:
@@ -79,6 +88,10 @@ def train(
             config, mode=mode, device=device, max_staleness=max_staleness, batch_size=batch_size,
             policy_name=policy_name, weight_dir=weight_dir, checkpoint_dir=checkpoint_dir,
         )  # fmt: skip
+        if model_name is not None:
+            cfg = TrainerConfig.model_validate(
+                cfg.model_dump() | {"model": cfg.model.model_dump() | {"name": model_name}}
+            )
         if any(v is not None for v in distill.values()):
             merged = cfg.distill.model_dump() | {k: v for k, v in distill.items() if v is not None}
             cfg = TrainerConfig.model_validate(cfg.model_dump() | {"distill": merged})
@@ -86,8 +99,11 @@ def train(
     except (ConfigError, RuntimeError, ValueError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from None
-    tokenizer = build_tokenizer(cfg.model.alphabet)
-    model = build_model(cfg.model, len(tokenizer), int(tokenizer.pad_token_id or 0))
+    try:
+        model, tokenizer = load_policy_model(cfg.model)
+    except (ModelError, OSError, ValueError) as exc:
+        err.print(f"[red]error:[/red] model.name={cfg.model.name}: {exc}")
+        raise typer.Exit(code=2) from None
     try:
         teacher_model = (
             LocalTeacher.load(cfg.distill.teacher, tokenizer, placement)
@@ -139,7 +155,8 @@ async def _run(
         console.line()
     console.print(
         f"done: version {trainer.version}, {stats.published} announcements, "
-        f"{stats.skipped_stale} skipped as stale in this run, {stats.dead_lettered} dead-lettered"
+        f"{stats.skipped_stale} skipped as stale in this run, {stats.dead_lettered} dead-lettered, "
+        f"{stats.held_out} held out (evaluation tasks, never trained on)"
     )
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_model, save_model
 
 LATEST = "LATEST"
 JOURNAL = "journal.jsonl"
@@ -79,8 +79,7 @@ class CheckpointStore:
         tmp = self.root / (name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        weights = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-        save_file(weights, tmp / "model.safetensors")
+        save_model(model, str(tmp / "model.safetensors"))  # tied weights stored once
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         _write_json(tmp / "state.json", state.to_json())
         _fsync_dir(tmp)
@@ -107,7 +106,7 @@ class CheckpointStore:
         if path is None:
             return None
         device = next(model.parameters()).device
-        model.load_state_dict(load_file(path / "model.safetensors", device=str(device)))
+        load_model(model, str(path / "model.safetensors"), device=str(device))
         optimizer.load_state_dict(
             torch.load(path / "optimizer.pt", map_location=device, weights_only=True)
         )

@@ -11,7 +11,8 @@ Example ``trainer.toml`` (every key optional; see :class:`TrainerConfig` for all
     weight_dir = "weights"
     checkpoint_dir = "checkpoints"
 
-    [trainer.model]           # the tiny causal LM, built from scratch
+    [trainer.model]           # the tiny causal LM, built from scratch ...
+    name = "tiny"             # ... or "smollm2-135m" / a Hugging Face folder (pretrained)
     hidden_size = 64
     num_layers = 2
     alphabet = "0123456789!"  # characters of the built-in tokenizer
@@ -27,12 +28,20 @@ Example ``trainer.toml`` (every key optional; see :class:`TrainerConfig` for all
 
 from __future__ import annotations
 
+import re
 import tomllib
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 
 class Mode(StrEnum):
@@ -45,9 +54,17 @@ class Mode(StrEnum):
 
 
 class ModelConfig(BaseModel):
-    """Shape of the tiny causal LM built from scratch (random init, Llama architecture)."""
+    """The policy model: ``name = "tiny"`` builds a causal LM of the shape below from scratch
+    (random init, Llama architecture, character tokenizer); any other name is a pretrained
+    model (``smollm2-135m`` or a local Hugging Face folder) trained with its own tokenizer and
+    chat template, and the shape fields are ignored."""
 
     model_config = ConfigDict(extra="forbid")
+    name: str = Field(
+        default="tiny",
+        min_length=1,
+        description="tiny, smollm2-135m, or a local Hugging Face folder",
+    )
     hidden_size: int = Field(default=64, ge=8)
     intermediate_size: int = Field(default=128, ge=8)
     num_layers: int = Field(default=2, ge=1)
@@ -131,8 +148,19 @@ class TrainerConfig(BaseModel):
     checkpoint_dir: Path = Field(default=Path("checkpoints"))
     publish_every: int = Field(default=1, ge=1, description="publish a version every N updates")
     keep_checkpoints: int = Field(default=2, ge=1)
+    keep_versions: int = Field(
+        default=0,
+        ge=0,
+        description="published weight versions kept on disk, newest first (0 = all); a "
+        "pretrained model's version is hundreds of MB",
+    )
     max_buffered: int = Field(
         default=2048, ge=1, description="stop fetching while this many trajectories wait"
+    )
+    eval_tasks: str | None = Field(
+        default=None,
+        description="regex: trajectories whose task id matches are evaluation episodes, "
+        "read and counted but never trained on (held-out chores)",
     )
     model: ModelConfig = Field(default_factory=ModelConfig)
     distill: DistillConfig = Field(default_factory=DistillConfig)
@@ -145,6 +173,16 @@ class TrainerConfig(BaseModel):
                 f"max_batch_size={self.max_batch_size} is below batch_size={self.batch_size}"
             )
         return self
+
+    @field_validator("eval_tasks")
+    @classmethod
+    def _regex(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression ({exc})") from None
+        return pattern
 
     @property
     def effective_staleness(self) -> int:

@@ -1,4 +1,5 @@
-"""The tiny causal LM (Llama architecture from a config, random init), devices, and log-probs."""
+"""The policy model (the tiny causal LM built from a config, or a pretrained one), devices,
+and log-probs."""
 
 from __future__ import annotations
 
@@ -7,9 +8,18 @@ import importlib
 from dataclasses import dataclass
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
+from ..infra.models import resolve_model
 from .config import ModelConfig, TrainerConfig
+from .tokenizer import build_tokenizer
 
 
 def build_model(config: ModelConfig, vocab_size: int, pad_token_id: int = 0) -> LlamaForCausalLM:
@@ -30,6 +40,21 @@ def build_model(config: ModelConfig, vocab_size: int, pad_token_id: int = 0) -> 
         torch.manual_seed(config.seed)
         model = LlamaForCausalLM(llama)
     return model
+
+
+def load_policy_model(config: ModelConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The model to train and its tokenizer: ``tiny`` is built here (random init, character
+    tokenizer); any other name is loaded in float32 from its Hugging Face folder
+    (:func:`infra.models.resolve_model`) with its own tokenizer and chat template."""
+    if config.name == "tiny":
+        tokenizer = build_tokenizer(config.alphabet)
+        return build_model(config, len(tokenizer), int(tokenizer.pad_token_id or 0)), tokenizer
+    folder = resolve_model(config.name)
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, local_files_only=True, dtype=torch.float32, attn_implementation="sdpa"
+    )
+    return model, tokenizer
 
 
 @dataclass(frozen=True)

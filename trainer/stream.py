@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,6 +78,9 @@ class StreamStats(sf_metrics.Tally):
     skipped_stale = sf_metrics.Count(
         "sf_stale_skipped", "work skipped because its input was stale, per reason", "reason"
     )
+    held_out = sf_metrics.Count(
+        "sf_trainer_held_out", "evaluation trajectories read and never trained on"
+    )
     buffered = sf_metrics.Level("sf_trainer_buffered", "trajectories waiting for an update")
     published = sf_metrics.Count("sf_trainer_published", "policy versions announced")
     reload_errors = sf_metrics.Count("sf_trainer_reload_errors", "inference reloads that failed")
@@ -122,7 +126,8 @@ class StreamingTrainer:
         self.learner = learner
         self.on_update = on_update
         self.topic = settings.topic(Trajectory.TOPIC)
-        self.store = WeightStore(config.weight_dir, config.policy_name)
+        self.store = WeightStore(config.weight_dir, config.policy_name, keep=config.keep_versions)
+        self._held_out = re.compile(config.eval_tasks) if config.eval_tasks else None
         self.checkpoints = CheckpointStore(config.checkpoint_dir, keep=config.keep_checkpoints)
         self.journal = TrainingJournal(config.checkpoint_dir)
         self.staleness = StalenessController(max_staleness=config.effective_staleness)
@@ -283,6 +288,9 @@ class StreamingTrainer:
                 dead.append(await self._consumer.dead_letter(delivery, (
                     f"header {h.SCHEMA!r}={event.schema_id()!r}, expected "
                     f"{Trajectory.schema_id()!r} on {self.topic}")))  # fmt: skip
+                continue
+            if self._held_out is not None and self._held_out.search(event.task_id):
+                self.stats.held_out += 1
                 continue
             try:
                 self.learner.transformer.validate(event)

@@ -1,6 +1,9 @@
 """Trajectories → training sequences: tokens, a loss mask on policy tokens, behaviour logprobs.
 
-Recorded token ids are used as they are. Where a step also carries the assistant message,
+Messages are rendered by the tokenizer's own chat template (:func:`infra.models.chat_ids`, the
+rendering the simulation worker prompts with), one message at a time as the difference
+between renderings of the conversation with and without it. Recorded token ids are used as
+they are. Where a step also carries the assistant message,
 re-tokenising its text is checked against the recorded ids and a mismatch counted (the
 recorded ids still win: they are what the policy produced). A recorded prompt that does not
 extend what came before starts a new sequence with the recorded prompt as its context.
@@ -13,8 +16,9 @@ from dataclasses import dataclass, field
 
 from transformers import PreTrainedTokenizerFast
 
+from ..infra.models import chat_ids
 from ..schemas import ChatMessage, Trajectory, TrajectoryStep
-from .tokenizer import ROLE_TOKENS, encode_text, end_id, message_text, render_message
+from .tokenizer import encode_text, message_text
 
 UNKNOWN_LOGPROB = math.nan
 """Behaviour logprob of a token the trajectory did not record one for."""
@@ -67,6 +71,9 @@ class TransformStats:
     unrecorded_steps: int = 0
     """Steps without recorded token ids: their assistant text was tokenised here."""
     truncated: int = 0
+    template_not_prefix: int = 0
+    """Renderings where adding a message changed the earlier tokens (a template that is not
+    prefix-stable); the new tokens were still appended."""
     empty: int = 0
     """Trajectories with no policy token at all (nothing to train on)."""
 
@@ -78,8 +85,35 @@ class TrajectoryTransformer:
         self.tokenizer = tokenizer
         self.max_len = max_len
         self.stats = TransformStats()
-        self._end = end_id(tokenizer)
-        self._assistant = int(tokenizer.convert_tokens_to_ids(ROLE_TOKENS["assistant"]))
+        if tokenizer.eos_token_id is None or not getattr(tokenizer, "chat_template", None):
+            raise ValueError("the trainer's tokenizer needs an eos token and a chat template")
+        self._end = int(tokenizer.eos_token_id)
+        self._after_end = self._turn_separator()
+
+    def _render(self, history: list[ChatMessage], new: list[ChatMessage]) -> list[int]:
+        """Token ids the chat template adds for ``new`` after ``history``."""
+        before = self._ids(history, generation_prompt=False) if history else []
+        after = self._ids([*history, *new], generation_prompt=False)
+        if after[: len(before)] != before:  # a template that re-renders earlier turns
+            self.stats.template_not_prefix += 1
+        return after[len(before) :]
+
+    def _generation_prompt(self, history: list[ChatMessage]) -> list[int]:
+        """The assistant header the template puts after ``history``."""
+        before = self._ids(history, generation_prompt=False) if history else []
+        return self._ids(history, generation_prompt=True)[len(before) :]
+
+    def _ids(self, messages: list[ChatMessage], *, generation_prompt: bool) -> list[int]:
+        dicts = [m.model_dump(exclude_none=True) for m in messages]
+        return chat_ids(self.tokenizer, dicts, add_generation_prompt=generation_prompt)
+
+    def _turn_separator(self) -> list[int]:
+        """What the template writes after an assistant turn's end token (SmolLM2: a
+        newline; the built-in template: nothing)."""
+        probe = [ChatMessage(role="user", content="x"), ChatMessage(role="assistant", content="y")]
+        ids = self._ids(probe, generation_prompt=False)
+        last_end = max((i for i, t in enumerate(ids) if t == self._end), default=len(ids) - 1)
+        return ids[last_end + 1 :]
 
     def validate(self, trajectory: Trajectory) -> None:
         """Raise :class:`TrajectoryError` if recorded ids fall outside this vocabulary or
@@ -106,10 +140,11 @@ class TrajectoryTransformer:
         self.stats.trajectories += 1
         done: list[TrainingSequence] = []
         current = self._new(trajectory)
-        for message in trajectory.prompt:
-            current.extend(render_message(self.tokenizer, message), policy=False)
+        history = list(trajectory.prompt)
+        if history:
+            current.extend(self._render([], history), policy=False)
         for step in trajectory.steps:
-            current = self._add_step(trajectory, step, current, done)
+            current = self._add_step(trajectory, step, current, done, history)
         done.append(current)
         for seq in done:
             if len(seq.tokens) > self.max_len and seq.policy_tokens:
@@ -130,15 +165,16 @@ class TrajectoryTransformer:
 
     def _add_step(
         self, trajectory: Trajectory, step: TrajectoryStep, current: TrainingSequence,
-        done: list[TrainingSequence],
+        done: list[TrainingSequence], history: list[ChatMessage],
     ) -> TrainingSequence:  # fmt: skip
+        """Append one step; ``history`` (the conversation so far) grows by its messages."""
         split = _first_assistant(step.messages)
         assistant = step.messages[split] if split is not None else None
         generated = self._generated(step, assistant)
         if generated is None:
             # Nothing generated here (an observation-only step): all of it is context.
-            for message in step.messages:
-                current.extend(render_message(self.tokenizer, message), policy=False)
+            current.extend(self._render(history, step.messages), policy=False)
+            history += step.messages
             return current
         if split is None:
             split = len(step.messages)
@@ -152,15 +188,20 @@ class TrajectoryTransformer:
                 current = self._new(trajectory)
                 current.extend(list(context), policy=False)
         else:
-            for message in step.messages[:split]:
-                current.extend(render_message(self.tokenizer, message), policy=False)
-            current.extend([self._assistant], policy=False)
+            current.extend(self._render(history, step.messages[:split]), policy=False)
+            current.extend(self._generation_prompt(history + step.messages[:split]), policy=False)
+        history += step.messages[:split]
         ids, logprobs = generated
         current.extend(ids, policy=True, logprobs=logprobs)
         if not ids or ids[-1] != self._end:
             current.extend([self._end], policy=False)
-        for message in step.messages[split + 1 :]:
-            current.extend(render_message(self.tokenizer, message), policy=False)
+        current.extend(self._after_end, policy=False)
+        if assistant is not None:
+            history.append(assistant)
+        rest = step.messages[split + 1 :]
+        if rest:
+            current.extend(self._render(history, rest), policy=False)
+            history += rest
         return current
 
     def _generated(

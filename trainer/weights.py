@@ -39,10 +39,12 @@ class StoredWeights:
 
 
 class WeightStore:
-    """Saves versions atomically (write to a temporary directory, then rename)."""
+    """Saves versions atomically (write to a temporary directory, then rename); with
+    ``keep`` > 0, only the ``keep`` newest versions stay on disk."""
 
-    def __init__(self, root: Path, policy_name: str) -> None:
+    def __init__(self, root: Path, policy_name: str, keep: int = 0) -> None:
         self.root = Path(root) / policy_name
+        self.keep = keep
 
     def path_of(self, version: int) -> Path:
         """Directory of ``version``."""
@@ -63,7 +65,15 @@ class WeightStore:
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
+        self._prune()
         return StoredWeights(version, final, digest)
+
+    def _prune(self) -> None:
+        if not self.keep:
+            return
+        versions = sorted(p for p in self.root.glob("v*") if p.is_dir() and p.name[1:].isdigit())
+        for old in versions[: -self.keep]:
+            shutil.rmtree(old, ignore_errors=True)
 
     @property
     def current(self) -> Path:
