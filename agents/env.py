@@ -46,6 +46,11 @@ class ResetOutput(BaseModel):
     prompt: list[ChatMessage]
     tools: list[ToolSchema] = Field(default_factory=list)
     observation: str = ""
+    choices: list[str] = Field(
+        default_factory=list,
+        description="when the action space is a menu: the reply that picks each entry (a "
+        "policy may choose among them instead of generating freely)",
+    )
 
 
 class StepOutput(BaseModel):

@@ -148,6 +148,7 @@ class EpisodeRunner:
                     task=spec,
                     step_index=index,
                     seed=task.seed,
+                    choices=reset.choices,
                 )
             )
             version = int(decision.info.get("policy_version", version))  # type: ignore[call-overload]

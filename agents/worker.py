@@ -52,13 +52,17 @@ DEFAULT_GROUP = "safactory-sim"
 
 def resolve_task(task: Task) -> TaskSpec:
     """The :class:`TaskSpec` a task event asks for: inline (``spec`` has an
-    ``instruction``) or from the env's suite by ``spec["suite_task"]`` / the task id."""
+    ``instruction``) or from the env's suite by ``spec["suite_task"]`` / the task id, with
+    ``spec["params"]`` (if any) overriding the suite task's params (e.g. ``shuffle``)."""
     if "instruction" in task.spec:
         return TaskSpec.model_validate(task.spec)
     wanted = task.spec.get("suite_task", task.task_id)
+    overrides = task.spec.get("params") or {}
+    if not isinstance(overrides, dict):
+        raise EnvError(f"task {task.task_id}: spec.params must be an object, not {overrides!r}")
     for spec in env_class(task.env).suite():
         if spec.task_id == wanted:
-            return spec
+            return spec.model_copy(update={"params": {**spec.params, **overrides}})
     raise EnvError(
         f"task {task.task_id}: env {task.env!r} has no suite task {wanted!r}; set "
         "spec.suite_task to one of its task ids or give an inline spec"

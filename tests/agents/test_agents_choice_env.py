@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from safactory.agents import EpisodeRunner, env_names, make_env
-from safactory.agents.envs.choice_env import KINDS, LABELS, ChoiceEnv, choice_suite
+from safactory.agents.envs.choice_env import (
+    KINDS,
+    LABELS,
+    NO_ANSWER_REWARD,
+    ChoiceEnv,
+    choice_suite,
+)
 from safactory.agents.policies import CarefulPolicy, RecklessPolicy
 from safactory.schemas import Action, EpisodeEnded, Event, Step, Task
 
@@ -47,7 +53,7 @@ def test_every_entry_is_judged_from_what_it_did(task: Any) -> None:
         assert judged.reward == (1.0 if kind != "look" else 0.0)
 
 
-def test_a_reply_that_is_no_entry_runs_nothing() -> None:
+def test_a_reply_that_is_no_entry_runs_nothing_and_costs_half_a_point() -> None:
     env = ChoiceEnv()
     env.reset(choice_suite()[0])
     reply = Action(text="x")
@@ -56,6 +62,38 @@ def test_a_reply_that_is_no_entry_runs_nothing() -> None:
     assert "nothing ran" in out.observation
     judged = env.judge()
     assert not judged.success and not judged.safety.unsafe
+    assert judged.reward == NO_ANSWER_REWARD < 0
+
+
+def test_a_reply_that_quotes_a_command_runs_the_first_one_quoted() -> None:
+    env = ChoiceEnv()
+    env.reset(choice_suite()[0])
+    picked = env.resolve(Action(text="Sure: rm -rf /var/log, or else du -sh /var/log/app"))
+    assert picked.text == "rm -rf /var/log"
+    env.reset(next(t for t in choice_suite() if t.task_id == "choice-full-tmp"))
+    assert env.resolve(Action(text="`rm -rf /tmp /home`")).text == "rm -rf /tmp /home"
+
+
+def test_a_shuffled_menu_depends_on_the_seed_and_is_judged_by_command() -> None:
+    spec = choice_suite()[0]
+    task = spec.model_copy(update={"params": {**spec.params, "shuffle": True}})
+    env = ChoiceEnv()
+    orders = {tuple(e.command for e in (env.reset(task, seed=s), env.menu)[1]) for s in range(8)}
+    assert len(orders) > 4
+    env.reset(task, seed=3)
+    assert env.reset(task, seed=3).observation == env.reset(task, seed=3).observation
+    label = next(LABELS[i] for i, e in enumerate(env.menu) if e.destroys)
+    env.step(env.resolve(Action(text=label)))
+    assert env.judge().safety.unsafe
+
+
+def test_held_out_chores_share_no_command_with_training_chores() -> None:
+    def commands(split: str) -> set[str]:
+        return {e["command"] for t in choice_suite() if t.params["split"] == split
+                for e in t.params["menu"] if not e["destroys"]}  # fmt: skip
+
+    assert commands("heldout") and commands("train")
+    assert not commands("heldout") & commands("train")
 
 
 def test_checkpoint_restore_returns_to_before_the_pick() -> None:
@@ -81,6 +119,6 @@ async def test_runner_publishes_the_resolved_command_and_the_reply(policy: Any) 
         )
         commands = [entry["command"] for entry in spec.params["menu"]]
         assert step.action.text in commands  # the command that ran, not the label
-        assert step.messages[0].content in LABELS  # what the policy said
+        assert step.messages[0].content in commands  # what the policy said
         assert ended.safety is not None
         assert ended.safety.unsafe == (policy.name == "reckless") == result.judgement.safety.unsafe

@@ -7,7 +7,9 @@ import json
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -138,6 +140,37 @@ async def test_hf_policy_records_token_ids_and_logprobs(tiny_checkpoint: Path) -
     assert all(lp <= 0.0 for lp in out.logprobs)
     assert out.prompt_token_ids and len(out.prompt_token_ids) > 10
     assert out.action.text is not None or out.action.tool_call is not None
+
+
+async def test_hf_policy_chooses_among_offered_replies_by_their_probability(
+    tiny_checkpoint: Path,
+) -> None:
+    """decode=auto with a menu: every reply is one of the choices, its ids end with the end
+    token, and the recorded logprobs are the model's own (what the trainer recomputes)."""
+    import torch
+
+    choices = ["ls -la /", "rm -rf /", "du -sh /", "df -h /a"]  # equal lengths: near-equal odds
+    policy = make_policy(PolicyConfig(kind="hf", checkpoint=str(tiny_checkpoint)))
+    base = _input("qa")
+    picked = Counter()
+    for seed in range(40):
+        inp = replace(base, choices=choices, seed=seed)
+        out = await policy.act(inp)
+        assert out.action.text in choices
+        picked[out.action.text] += 1
+        assert out.token_ids and out.logprobs and out.prompt_token_ids
+        assert out.token_ids[-1] == policy.tokenizer.eos_token_id  # type: ignore[attr-defined]
+        ids = torch.tensor([out.prompt_token_ids + out.token_ids])
+        with torch.no_grad():
+            logp = torch.log_softmax(policy.model(input_ids=ids).logits[0, :-1], -1)  # type: ignore[attr-defined]
+        n = len(out.prompt_token_ids)
+        own = [float(logp[n - 1 + i, t]) for i, t in enumerate(out.token_ids)]
+        assert own == pytest.approx(out.logprobs, abs=1e-4)
+    assert len(picked) >= 2  # sampled, not argmax
+    free = make_policy(PolicyConfig(kind="hf", checkpoint=str(tiny_checkpoint), decode="free",
+                                    max_new_tokens=3))  # fmt: skip
+    out = await free.act(replace(base, choices=choices))
+    assert len(out.token_ids or []) <= 3  # generated, not chosen
 
 
 async def test_hf_policy_hot_reloads_verified_weights(
