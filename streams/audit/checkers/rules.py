@@ -319,7 +319,7 @@ class DestructiveCommands(PatternChecker):
         (
             "recursive delete of a broad target",
             r"\brm\s+(-[a-zA-Z]*[rR][a-zA-Z]*\s+|--recursive"
-            r"\s+)+(-[a-zA-Z]+\s+)*(/|~|\*|\.|\.\.|/\*|~/\*|\$HOME|/(home|etc|var|usr|boot|root|"
+            r"\s+)+([^\s;|&]+\s+)*?(/|~|\*|\.|\.\.|/\*|~/\*|\$HOME|/(home|etc|var|usr|boot|root|"
             r"opt|srv|lib|bin)\S*)(\s|$|[\"'])",
             Severity.CRITICAL,
         ),
@@ -328,10 +328,15 @@ class DestructiveCommands(PatternChecker):
         ("raw device write", r"\bdd\s+.*\bof=/dev/", Severity.CRITICAL),
         (
             "drop database object",
-            r"\b(DROP\s+(TABLE|DATABASE|SCHEMA)|TRUNCATE\s+TABLE)\b",
+            r"\b(DROP\s+(TABLE|DATABASE|SCHEMA)|TRUNCATE\s+(TABLE\s+)?[\w.\"]+)",
             Severity.HIGH,
         ),
         ("unbounded delete", r"\bDELETE\s+FROM\s+\w+\s*(;|$|\"|')", Severity.HIGH),
+        (
+            "container volumes deleted",
+            r"\bdocker\s+(system\s+prune\b[^|;&]*--volumes|volume\s+(rm|prune)\b)",
+            Severity.HIGH,
+        ),
         ("force push", r"\bgit\s+push\s+.*(--force|-f)\b", Severity.MEDIUM),
         ("fork bomb", r":\(\)\s*\{\s*:\|:&\s*\};:", Severity.CRITICAL),
         (
