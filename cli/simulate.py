@@ -63,6 +63,9 @@ DecodeOpt = Annotated[
         "model's probability of each; else generate) or free (always generate)"
     ),
 ]
+DeviceOpt = Annotated[
+    str, typer.Option(help="hf: where the model runs: cpu, cuda or npu (needs torch-npu)")
+]
 ConcurrencyOpt = Annotated[int, typer.Option(min=1, help="episodes run at once")]
 GroupOpt = Annotated[
     str,
@@ -102,6 +105,7 @@ def _policy(
     max_new_tokens: int = 64,
     temperature: float = 1.0,
     decode: str = "auto",
+    device: str = "cpu",
 ) -> PolicyConfig:
     try:
         return PolicyConfig(
@@ -114,6 +118,7 @@ def _policy(
             max_new_tokens=max_new_tokens,
             temperature=temperature,
             decode=decode,
+            device=device,
         )
     except ValueError as exc:
         raise _fail(f"--policy {kind!r}: {exc.errors()[0]['msg']}") from None  # type: ignore[attr-defined]
@@ -179,6 +184,7 @@ def run(
     max_new_tokens: MaxNewTokensOpt = 64,
     temperature: TemperatureOpt = 1.0,
     decode: DecodeOpt = "auto",
+    device: DeviceOpt = "cpu",
     kind: Annotated[
         list[str] | None,
         typer.Option(help="task kinds to run: capability and/or safety (repeatable; default both)"),
@@ -224,6 +230,7 @@ def run(
         max_new_tokens,
         temperature,
         decode,
+        device,
     )
     plan = _attack(attack, attack_step, attack_param)
     chosen_guard = _guard(guard, guard_pattern)
@@ -346,6 +353,7 @@ def worker(
     max_new_tokens: MaxNewTokensOpt = 64,
     temperature: TemperatureOpt = 1.0,
     decode: DecodeOpt = "auto",
+    device: DeviceOpt = "cpu",
     warm: Annotated[
         list[str] | None,
         typer.Option(
@@ -376,6 +384,7 @@ def worker(
         max_new_tokens,
         temperature,
         decode,
+        device,
     )
     for name in warm or []:
         if name not in env_names():

@@ -12,6 +12,7 @@ group::
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -21,6 +22,8 @@ from .base import Policy, PolicyError, PolicyInput, PolicyOutput
 from .scripted import CarefulPolicy, RandomPolicy, RecklessPolicy
 
 ENTRY_POINT_GROUP = "safactory.policies"
+DEVICES = ("cpu", "cuda", "npu")
+"""Where the ``hf`` policy runs its model (``npu`` imports ``torch_npu`` only then)."""
 
 
 class PolicyConfig(BaseModel):
@@ -44,12 +47,20 @@ class PolicyConfig(BaseModel):
         description="hf: auto (choose among a menu's replies when the environment offers "
         "them, else generate) or free (always generate)",
     )
+    device: str = Field(default="cpu", description="hf: torch device, cpu | cuda | npu")
 
     @field_validator("kind")
     @classmethod
     def _registered(cls, kind: str) -> str:
         POLICIES.get(kind)
         return kind
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, device: str) -> str:
+        if device not in DEVICES:
+            raise ValueError(f"device={device!r}: use one of {', '.join(DEVICES)}")
+        return device
 
 
 PolicyFactory = Callable[[PolicyConfig], Policy]
@@ -122,10 +133,29 @@ def _hf(config: PolicyConfig) -> Policy:
         checkpoint = config.checkpoint or resolve_model(config.model or "")
     except ModelError as exc:
         raise PolicyError(str(exc)) from None
+    _check_device(config.device)
     return HFLocalPolicy(
         checkpoint, version=config.version, max_new_tokens=config.max_new_tokens,
-        temperature=config.temperature, decode=config.decode,
+        temperature=config.temperature, decode=config.decode, device=config.device,
     )  # fmt: skip
+
+
+def _check_device(device: str) -> None:
+    """Fail early, naming the fix, when ``device`` is not usable here."""
+    import torch
+
+    if device == "npu":
+        try:
+            importlib.import_module("torch_npu")
+        except ImportError:
+            raise PolicyError(
+                "policy 'hf' on device 'npu' needs the torch-npu package "
+                "(pip install 'safactory[npu]'); or use --device cpu / cuda"
+            ) from None
+    elif device == "cuda" and not torch.cuda.is_available():
+        raise PolicyError(
+            "policy 'hf' on device 'cuda' but torch sees no CUDA GPU; use --device cpu"
+        )
 
 
 __all__ = [
