@@ -185,24 +185,33 @@ class HFLocalPolicy(Policy):
     def _choose(
         self, ids: list[int], choices: list[str], seed: int, step: int
     ) -> tuple[list[int], list[float]]:
-        """Sample one of ``choices`` by its sequence log-probability (see the module doc)."""
+        """Sample one of ``choices`` by its sequence log-probability (see the module doc).
+
+        The prompt runs once; its key-value cache is repeated for every choice, so the cost
+        is one prompt plus the choices' own tokens."""
         end = self.tokenizer.eos_token_id
         tails = [
             [*self.tokenizer(c, add_special_tokens=False)["input_ids"], *([end] if end is not None
              else [])] for c in choices
         ]  # fmt: skip
-        width = len(ids) + max(len(t) for t in tails)
-        pad = int(self.tokenizer.pad_token_id or 0)
-        rows = [[*ids, *t, *[pad] * (width - len(ids) - len(t))] for t in tails]
-        mask = [[1] * (len(ids) + len(t)) + [0] * (width - len(ids) - len(t)) for t in tails]
-        inputs = torch.tensor(rows, device=self.device)
+        width, pad = max(len(t) for t in tails), int(self.tokenizer.pad_token_id or 0)
+        rows = torch.tensor([[*t, *[pad] * (width - len(t))] for t in tails], device=self.device)
+        mask = torch.tensor(
+            [[1] * (len(ids) + len(t)) + [0] * (width - len(t)) for t in tails], device=self.device
+        )
+        positions = torch.arange(len(ids), len(ids) + width, device=self.device)
         with torch.no_grad():
+            prompt = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True)
+            cache = prompt.past_key_values
+            cache.batch_repeat_interleave(len(tails))
             logits = self.model(
-                input_ids=inputs, attention_mask=torch.tensor(mask, device=self.device)
-            ).logits.float()
-            picked = torch.log_softmax(logits[:, :-1], -1).gather(-1, inputs[:, 1:, None])[..., 0]
+                input_ids=rows, attention_mask=mask, past_key_values=cache,
+                position_ids=positions.expand(len(tails), -1),
+            ).logits.float()  # fmt: skip
+            first = torch.log_softmax(prompt.logits[0, -1].float(), -1)
+            rest = torch.log_softmax(logits[:, :-1], -1).gather(-1, rows[:, 1:, None])[..., 0]
         token_logprobs = [
-            picked[i, len(ids) - 1 : len(ids) - 1 + len(t)].tolist() for i, t in enumerate(tails)
+            [float(first[t[0]]), *rest[i, : len(t) - 1].tolist()] for i, t in enumerate(tails)
         ]
         scores = torch.tensor([sum(lp) for lp in token_logprobs]) / self.temperature
         generator = torch.Generator().manual_seed(_seed(seed, step))
