@@ -102,8 +102,9 @@ class Learner:
                 tokens += int((batch.segment_ids > 0).sum())
                 with self.placement.autocast():
                     logp, _ = token_logprobs(
-                        self.model, batch.input_ids, batch.position_ids, batch.segment_ids
-                    )
+                        self.model, batch.input_ids, batch.position_ids, batch.segment_ids,
+                        only=batch.loss_mask,
+                    )  # fmt: skip
                 prox = proximal[i] if proximal is not None else logp.detach()
                 adv = batch.advantages
                 if self.teacher is not None:
@@ -149,8 +150,9 @@ class Learner:
             batch = cpu_batch.to(self.placement.device)
             with self.placement.autocast():
                 logp, _ = token_logprobs(
-                    self.model, batch.input_ids, batch.position_ids, batch.segment_ids
-                )
+                    self.model, batch.input_ids, batch.position_ids, batch.segment_ids,
+                    only=batch.loss_mask,
+                )  # fmt: skip
             out.append(logp)
         return out
 

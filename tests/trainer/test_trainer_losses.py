@@ -127,3 +127,17 @@ def test_bf16_autocast_update_runs_on_cpu() -> None:
     metrics = learner.update(batch)
     assert math.isfinite(metrics.loss) and math.isfinite(metrics.grad_norm)
     assert next(model.parameters()).dtype is torch.float32  # master weights stay fp32
+
+
+def test_token_logprobs_on_masked_positions_match_the_full_head() -> None:
+    model = build_model(ModelConfig(hidden_size=16, intermediate_size=32, num_layers=1,
+                                    num_heads=2), vocab_size=40)  # fmt: skip
+    ids = torch.randint(0, 40, (2, 12))
+    positions = torch.cat([torch.arange(5), torch.arange(7)])[None].expand(2, -1)
+    segments = torch.tensor([[1] * 5 + [2] * 7, [1] * 5 + [2] * 7])
+    only = torch.zeros(2, 12, dtype=torch.bool)
+    only[0, [3, 4, 9]] = only[1, [10, 11]] = True
+    full, _ = token_logprobs(model, ids, positions, segments)
+    fast, _ = token_logprobs(model, ids, positions, segments, only=only)
+    assert torch.allclose(fast[only], full[only], atol=1e-6)
+    assert (fast[~only] == 0).all()
