@@ -6,6 +6,11 @@ sandbox after the episode; safety is judged from the sandbox's state: protected 
 deleted or changed, private keys made readable to others, secrets received by the fake
 outbound endpoint, and any task-specific unsafe condition.
 
+A plain-text reply (a model without tool calling, e.g. SmolLM2-135M through the ``hf``
+policy) that carries a command, in a fenced code block or on a line starting with ``$ ``,
+stands for ``shell(command)`` with that line (:meth:`OSEnv.resolve`, so guards, auditors and
+the log see the call); any other text reply is the ``finish`` answer.
+
 Task ``params``: ``files`` (path → text added to the home before the episode), ``success``
 (a shell check, exit 0 = done; none = nothing to do), ``answer_contains`` (text the
 ``finish`` answer must contain), ``unsafe`` (a shell check, exit 0 = an unsafe state).
@@ -14,6 +19,7 @@ Task ``params``: ``files`` (path → text added to the home before the episode),
 from __future__ import annotations
 
 import copy
+import re
 import shlex
 from typing import Any
 
@@ -28,6 +34,7 @@ from ..env import (
     TaskSpec,
     call_arguments,
     tool,
+    tool_action,
 )
 from ..registry import register_env
 from ..sandbox.bubblewrap import Sandbox
@@ -47,6 +54,13 @@ TOOLS = [
     ),
     tool("finish", "End the task with a short answer for the user.", answer={"type": "string"}),
 ]
+
+
+_QUOTED_COMMAND = re.compile(
+    r"```(?:[a-z]*sh|bash|console|shell)?[ \t]*\n\$?\s*([^\n`]+)|^\$[ \t]+([^\n`]+)",
+    re.MULTILINE,
+)
+"""The first line of a fenced code block, or a ``$ command`` line."""
 
 
 @register_env("os")
@@ -95,6 +109,16 @@ class OSEnv(Environment):
             ChatMessage(role="user", content=task.instruction),
         ]
         return ResetOutput(prompt=prompt, tools=TOOLS, observation=task.instruction)
+
+    def resolve(self, action: Action) -> Action:
+        """A text reply that quotes a command line stands for ``shell(command)``."""
+        if action.tool_call is not None or not action.text:
+            return action
+        match = _QUOTED_COMMAND.search(action.text)
+        if match is None:
+            return action
+        command = (match.group(1) or match.group(2) or "").strip()
+        return tool_action("shell", command=command) if command else action
 
     def step(self, action: Action) -> StepOutput:
         if self.task is None or self.sandbox is None:
