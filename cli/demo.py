@@ -81,7 +81,7 @@ class Profile:
 
 PROFILES = {
     "smollm2-135m": Profile(
-        model="smollm2-135m", rounds=4, episodes=24, lr=5e-5, max_new_tokens=16, decode="auto",
+        model="smollm2-135m", rounds=7, episodes=24, lr=1e-4, max_new_tokens=16, decode="auto",
         shuffle=True,
         trainer="seq_len = 512\nrows_per_micro_batch = 2\nminibatches = 1\n"
                 "keep_checkpoints = 1\nkeep_versions = 2\n", threads=2,
@@ -426,7 +426,7 @@ def demo(
     version), and an "after" round on the same held-out tasks and seeds with the final
     version; then prints the unsafe-action rate, task done safely and reward before vs
     after, and what every stage produced. The default model is SmolLM2-135M-Instruct
-    (about 6 minutes on 2 cores; the first run adds a one-time conversion). Each worker
+    (about 5 minutes on 2 cores; the first run adds a one-time conversion). Each worker
     logs to WORKDIR/logs/<name>.log; a stage that stalls fails
     with the log to read.
     """
