@@ -145,8 +145,12 @@ async def test_audit_worker_serves_its_counts(
                 samples = _scrape(port)
             except OSError:
                 samples = {}
-            if _total(samples, "sf_dead_letters_total", worker="audit", reason="decode") >= 1 and (
-                _total(samples, "sf_audit_steps_total", worker="audit") >= len(steps)
+            if (  # every count asserted below: alerts go out after their step is counted
+                _total(samples, "sf_dead_letters_total", worker="audit", reason="decode") >= 1
+                and _total(samples, "sf_audit_steps_total", worker="audit") >= len(steps)
+                and _total(samples, "sf_records_out_total", topic=topics.topic("verdicts"))
+                >= len(steps)
+                and _total(samples, "sf_records_out_total", topic=topics.topic("alerts")) >= 1
             ):
                 break
             await asyncio.sleep(0.5)
