@@ -231,7 +231,7 @@ class LocalBroker:
             if proc.poll() is not None:
                 raise BrokerError(
                     f"broker exited with code {proc.returncode}; see {self.log_file} and "
-                    f"{self.dir / 'logs' / 'stdout.log'}"
+                    f"{self.dir / 'logs' / 'stdout.log'}{self._why_it_stopped(log_start)}"
                 )
             if _port_open(self.port) and self._logged_ready(log_start):
                 return
@@ -242,6 +242,21 @@ class LocalBroker:
             f"holding many old topics starts slowly: retry with a longer --timeout, or remove "
             f"{self.dir} to start empty"
         )
+
+    def _why_it_stopped(self, since: int, lines: int = 8) -> str:
+        """The last ERROR/FATAL lines the broker logged since ``since`` (and the tail of its
+        stdout), so the error itself says why a broker that exited did so."""
+        found: list[str] = []
+        for path, start in ((self.log_file, since), (self.dir / "logs" / "stdout.log", 0)):
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(start)
+                    text = fh.read().decode("utf-8", "replace")
+            except FileNotFoundError:
+                continue
+            found += [ln for ln in text.splitlines() if "ERROR" in ln or "FATAL" in ln
+                      or "Exception" in ln][-lines:]  # fmt: skip
+        return "".join(f"\n  {ln[:400]}" for ln in found[-lines:])
 
     def _logged_ready(self, since: int) -> bool:
         try:

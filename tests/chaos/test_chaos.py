@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from chaos_ports import free_ports
+from loopback_ports import free_ports
 
 pytestmark = pytest.mark.integration
 

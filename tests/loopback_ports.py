@@ -1,4 +1,4 @@
-"""Free loopback ports for the chaos tests' own brokers."""
+"""Free loopback ports for the brokers tests start themselves."""
 
 from __future__ import annotations
 
