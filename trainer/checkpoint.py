@@ -39,6 +39,8 @@ class TrainerState:
     accepted: dict[int, int] = field(default_factory=dict)
     skipped: dict[int, int] = field(default_factory=dict)
     trained_total: int = 0
+    held_out: int = 0
+    """Evaluation trajectories read and never trained on (``eval_tasks``)."""
     published_version: int | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -47,7 +49,8 @@ class TrainerState:
             "version": self.version, "commits": self.commits, "offsets": self.offsets,
             "accepted": {str(k): v for k, v in self.accepted.items()},
             "skipped": {str(k): v for k, v in self.skipped.items()},
-            "trained_total": self.trained_total, "published_version": self.published_version,
+            "trained_total": self.trained_total, "held_out": self.held_out,
+            "published_version": self.published_version,
         }  # fmt: skip
 
     @classmethod
@@ -57,7 +60,7 @@ class TrainerState:
             version=int(data["version"]), commits=int(data["commits"]), offsets=data["offsets"],
             accepted={int(k): int(v) for k, v in data["accepted"].items()},
             skipped={int(k): int(v) for k, v in data["skipped"].items()},
-            trained_total=int(data["trained_total"]),
+            trained_total=int(data["trained_total"]), held_out=int(data.get("held_out", 0)),
             published_version=data.get("published_version"),
         )  # fmt: skip
 

@@ -19,8 +19,10 @@ partitions.
 
 After each update the trainer commits that checkpoint and announces the new weights
 ``{version, uri, sha256}`` on the compacted policy topic, with the trajectories it has
-finished with so far (``consumed``: trained on or skipped as stale), which the simulation
-workers' admission counts its capacity against (``infra.staleness``).
+finished with so far (``consumed``: trained on, skipped as stale, or read as held-out
+evaluation episodes), which the simulation workers' admission counts its capacity against
+(``infra.staleness``): an episode a worker started and the trainer never counted would hold
+a worker's capacity for good.
 """
 
 from __future__ import annotations
@@ -128,6 +130,8 @@ class StreamingTrainer:
         self.topic = settings.topic(Trajectory.TOPIC)
         self.store = WeightStore(config.weight_dir, config.policy_name, keep=config.keep_versions)
         self._held_out = re.compile(config.eval_tasks) if config.eval_tasks else None
+        self._held_out_total = 0
+        """Held-out trajectories read so far (checkpointed, announced in ``consumed``)."""
         self.checkpoints = CheckpointStore(config.checkpoint_dir, keep=config.keep_checkpoints)
         self.journal = TrainingJournal(config.checkpoint_dir)
         self.staleness = StalenessController(max_staleness=config.effective_staleness)
@@ -195,6 +199,7 @@ class StreamingTrainer:
         self.ledger = OffsetLedger.from_json(state.offsets)
         self.staleness.accepted = dict(state.accepted)
         self.staleness.skipped = dict(state.skipped)
+        self._held_out_total = state.held_out
         if state.published_version is not None:
             # Re-announce: a kill between checkpoint and publish must not lose the version.
             path = self.store.path_of(state.published_version)
@@ -291,6 +296,7 @@ class StreamingTrainer:
                 continue
             if self._held_out is not None and self._held_out.search(event.task_id):
                 self.stats.held_out += 1
+                self._held_out_total += 1
                 continue
             try:
                 self.learner.transformer.validate(event)
@@ -392,6 +398,7 @@ class StreamingTrainer:
         self.state.offsets = self.ledger.to_json()
         self.state.accepted = dict(self.staleness.accepted)
         self.state.skipped = dict(self.staleness.skipped)
+        self.state.held_out = self._held_out_total
         if self._skipped_ids:
             self.journal.append(self.state.commits + 1, self.version, [], self._skipped_ids)
             self._skipped_ids = []
@@ -402,7 +409,7 @@ class StreamingTrainer:
         event = PolicyVersion(
             policy_name=self.config.policy_name, policy_version=stored.version,
             uri=stored.uri, sha256=stored.sha256, trained_on=self.state.trained_total,
-            consumed=self.staleness.consumed_total,
+            consumed=self.staleness.consumed_total + self.state.held_out,
         )  # fmt: skip
         await self._producer.publish(event)
         self.stats.published += 1

@@ -47,7 +47,7 @@ async def test_staleness_is_exact_at_the_boundary_and_read_from_headers(
     cfg = TrainerConfig.model_validate({
         "mode": "async", "max_staleness": 2, "batch_size": 4, "max_batch_size": 4,
         "seq_len": 32, "weight_dir": tmp_path / "w", "checkpoint_dir": tmp_path / "c",
-        "model": SHAPE,
+        "model": SHAPE, "eval_tasks": "^heldout-",
     })  # fmt: skip
     tokenizer = toy_tokenizer()
     learner = Learner(build_model(cfg.model, len(tokenizer)), tokenizer, cfg,
@@ -77,6 +77,10 @@ async def test_staleness_is_exact_at_the_boundary_and_read_from_headers(
             alien = _batch(3, 4, seed=12)[0]
             step = alien.steps[0].model_copy(update={"token_ids": [999], "logprobs": [-1.0]})
             await producer.publish(alien.model_copy(update={"steps": [step]}))
+            # Evaluation episodes (eval_tasks): read, never trained on, counted as consumed.
+            held_out = [t.model_copy(update={"task_id": f"heldout-{t.task_id}"})
+                        for t in _batch(3, 4, seed=13)[:3]]  # fmt: skip
+            await producer.publish_many(held_out)
             await producer.publish_many(too_old)  # acknowledged before the boundary batch is sent
             await producer.publish_many(boundary)
             announced = await watcher.wait_for("toy", 4)
@@ -84,9 +88,9 @@ async def test_staleness_is_exact_at_the_boundary_and_read_from_headers(
     assert trainer.version == 4
     assert trainer.staleness.skipped == {3: 5}
     assert trainer.staleness.accepted == {0: 12, 2: 4}
-    assert stats.skipped_stale == 5 and stats.dead_lettered == 2
-    # what the workers' capacity rule counts against: trained on or skipped
-    assert (announced.trained_on, announced.consumed) == (16, 21)
+    assert stats.skipped_stale == 5 and stats.dead_lettered == 2 and stats.held_out == 3
+    # what the workers' capacity rule counts against: trained on, skipped or held out
+    assert (announced.trained_on, announced.consumed) == (16, 24)
     journal = TrainingJournal(cfg.checkpoint_dir).entries()
     trained = [e for entry in journal for e in entry["trained"]]
     skipped = [e for entry in journal for e in entry["skipped"]]
