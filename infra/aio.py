@@ -1,5 +1,5 @@
 """The event loop of the long-running processes: uvloop by default, plain asyncio on request;
-and how they stop on SIGINT / SIGTERM.
+how they stop on SIGINT / SIGTERM; and how a Kafka client is stopped mid-flow.
 
 ``SF_EVENT_LOOP=asyncio`` (or ``event_loop = "asyncio"`` in the config file) switches back,
 e.g. to debug with asyncio's debug mode.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
 import signal
 import sys
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 from .config import Settings, get_settings
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EXIT_DEADLINE_S = 9.5
@@ -98,3 +100,25 @@ def _exit_now(signum: int, why: str) -> None:
     """End the process without cleanup (the last resort of :func:`stop_on_signals`)."""
     print(f"{signal.Signals(signum).name}: {why}; exiting now", file=sys.stderr, flush=True)
     os._exit(128 + signum)
+
+
+def cancelled_by_someone_else(exc: BaseException) -> bool:
+    """Whether ``exc`` is a ``CancelledError`` that did not come from cancelling the
+    current task (``Task.cancelling()`` is 0): a library re-raising the cancellation of a
+    task of its own. aiokafka's ``AIOKafkaConsumer.stop()`` does so when it closes while
+    fetches to a dead broker are pending (aiokafka issue #647)."""
+    task = asyncio.current_task()
+    return isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling() == 0
+
+
+async def stop_client(client: Any, what: str) -> None:
+    """``await client.stop()``; a ``CancelledError`` it raises while nobody cancels the
+    caller is logged and swallowed (see :func:`cancelled_by_someone_else`), so a caller
+    that goes on after closing a client (a state restore) is not cut off mid-way."""
+    try:
+        await client.stop()
+    except asyncio.CancelledError as exc:
+        if not cancelled_by_someone_else(exc):
+            raise
+        log.warning("%s: stopping its Kafka client raised CancelledError (broker down?); "
+                    "the client is closed all the same", what)  # fmt: skip

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from .aio import stop_client
 from .config import Settings
 
 log = logging.getLogger(__name__)
@@ -80,5 +81,5 @@ async def read_latest(
                             "without the rest", topic, stuck)  # fmt: skip
                 break
     finally:
-        await reader.stop()
+        await stop_client(reader, f"changelog {topic}")
     return latest

@@ -33,6 +33,7 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError, RecordTooLarge
 
 from ..schemas import DeadLetter, DecodeError, Event, codec
 from . import metrics
+from .aio import cancelled_by_someone_else, stop_client
 from .config import Settings, get_settings
 from .producer import EventProducer
 
@@ -139,7 +140,8 @@ class EventConsumer:
         self._generation = 0
         self._ready: set[TopicPartition] = set()
         """Partitions whose ``on_assigned`` callback has finished."""
-        """Counts revocations: a batch handled across one is not committed."""
+        self._assign_failed: BaseException | None = None
+        """What an ``on_assigned`` callback raised: the consumer stops with it."""
         options: dict[str, object] = {
             "bootstrap_servers": self.settings.kafka_bootstrap,
             "client_id": f"{self.settings.client_id}-{group_id}",
@@ -168,7 +170,7 @@ class EventConsumer:
             log.warning("%s: final commit failed (%r); uncommitted records are read again",
                         self.group_id, exc)  # fmt: skip
         finally:
-            await self._consumer.stop()
+            await stop_client(self._consumer, self.group_id)
             if self._own_dlq:
                 await self._dlq.stop()
 
@@ -286,6 +288,12 @@ class EventConsumer:
         (e.g. a state restore) still runs. Records of revoked partitions are left out,
         uncommitted, for their new owner."""
         while not self._stopping.is_set():
+            if self._assign_failed is not None:
+                raise AssignmentFailed(
+                    f"{self.group_id}: on_assigned failed ({self._assign_failed!r}); its "
+                    "partitions' records cannot be handed out without it. Restart the worker "
+                    "(a supervisor does): the group reassigns and it runs again"
+                ) from self._assign_failed
             assigned = self._consumer.assignment()
             batches = {tp: records for tp, records in batches.items() if tp in assigned}
             if all(tp in self._ready for tp in batches):
@@ -424,6 +432,10 @@ class EventConsumer:
         return asyncio.ensure_future(whole_or_reference())
 
 
+class AssignmentFailed(RuntimeError):
+    """An ``on_assigned`` callback (a state restore, a seek) failed: the consumer stops."""
+
+
 class _CommitOnRevoke(ConsumerRebalanceListener):
     """Commits handled offsets before partitions move to another group member."""
 
@@ -442,9 +454,27 @@ class _CommitOnRevoke(ConsumerRebalanceListener):
             await self._owner._on_revoked(set(revoked))
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-        if self._owner._on_assigned is not None:
-            await self._owner._on_assigned(set(assigned))
+        """Run the owner's ``on_assigned``, then mark the partitions ready. If it fails,
+        the consumer stops with the error (:class:`AssignmentFailed`) instead of waiting
+        forever for partitions never marked ready; nothing reaches aiokafka's rebalance
+        task, which a stray ``CancelledError`` would end silently (no more heartbeats,
+        no rejoin)."""
+        try:
+            if self._owner._on_assigned is not None:
+                await self._owner._on_assigned(set(assigned))
+        except Exception as exc:
+            self._fail(exc)
+            return
+        except asyncio.CancelledError as exc:
+            if not cancelled_by_someone_else(exc):
+                raise
+            self._fail(exc)
+            return
         self._owner._ready |= set(assigned)
+
+    def _fail(self, exc: BaseException) -> None:
+        log.error("%s: on_assigned failed: %r", self._owner.group_id, exc, exc_info=exc)
+        self._owner._assign_failed = exc
 
 
 def _delivery(event: Event, record: ConsumerRecord) -> Delivery:

@@ -48,12 +48,6 @@ def test_every_worker_and_the_broker_were_killed_mid_flow(campaign: dict) -> Non
     assert campaign["steps"]["distinct"] >= 2500
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open finding in docs/RELIABILITY.md: an audit worker restarted just before the "
-    "broker kill handles no record afterwards (its group never commits); reproduced on "
-    "2026-11-30 on this code and on d0cc3bb",
-)
 def test_the_pipeline_drained_and_stopped_with_every_offset_committed(campaign: dict) -> None:
     drain = campaign["drain"]
     assert drain["drained"], drain
