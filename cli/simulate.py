@@ -81,6 +81,25 @@ StaleOpt = Annotated[
         min=0, help="max policy versions behind the latest announced one before reloading"
     ),
 ]
+TrainerBatchOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--trainer-batch",
+        min=1,
+        help="the trainer's batch_size: turns the capacity rule on, so no episode starts that "
+        "would reach the trainer too stale (its weights' version plus max-staleness). Default: "
+        "off, the version rule alone",
+    ),
+]
+WorkersOpt = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        min=1,
+        help="with --trainer-batch: how many worker processes share that capacity (each "
+        "admits against its share)",
+    ),
+]
 GuardOpt = Annotated[
     list[str] | None,
     typer.Option("--guard-pattern", help="block actions matching this regex (repeatable)"),
@@ -122,6 +141,15 @@ def _policy(
         )
     except ValueError as exc:
         raise _fail(f"--policy {kind!r}: {exc.errors()[0]['msg']}") from None  # type: ignore[attr-defined]
+
+
+def admission(
+    max_staleness: int, concurrency: int, trainer_batch_size: int | None, workers: int
+) -> StalenessController:
+    """The worker's admission: the version rule, and the capacity rule when the trainer's
+    batch size is given (``infra.staleness``)."""
+    return StalenessController(max_staleness, concurrency, batch_size=trainer_batch_size,
+                               workers=workers)  # fmt: skip
 
 
 def _guard(kind: str | None, patterns: list[str] | None) -> Guard | None:
@@ -211,6 +239,8 @@ def run(
     group: GroupOpt = DEFAULT_GROUP,
     timeout: TimeoutOpt = 300.0,
     max_staleness: StaleOpt = 2,
+    trainer_batch_size: TrainerBatchOpt = None,
+    workers: WorkersOpt = 1,
     guard: GuardKindOpt = None,
     guard_pattern: GuardOpt = None,
 ) -> None:
@@ -248,7 +278,7 @@ def run(
                 pool_size,
                 group,
                 timeout,
-                max_staleness,
+                admission(max_staleness, concurrency, trainer_batch_size, workers),
                 chosen_guard,
             )
         )
@@ -270,7 +300,7 @@ async def _run(
     pool_size: int | None,
     group: str,
     episode_timeout: float,
-    max_staleness: int,
+    staleness: StalenessController,
     guard: Guard | None,
 ) -> list[EpisodeEnded]:
     settings = get_settings()
@@ -286,7 +316,7 @@ async def _run(
         concurrency=concurrency,
         pool_size=pool_size,
         group_id=group,
-        staleness=StalenessController(max_staleness, concurrency),
+        staleness=staleness,
         guard=guard,
         episode_timeout_s=episode_timeout,
     )
@@ -366,6 +396,8 @@ def worker(
     group: GroupOpt = DEFAULT_GROUP,
     timeout: TimeoutOpt = 300.0,
     max_staleness: StaleOpt = 2,
+    trainer_batch_size: TrainerBatchOpt = None,
+    workers: WorkersOpt = 1,
     guard: GuardKindOpt = None,
     guard_pattern: GuardOpt = None,
     idle_timeout: Annotated[
@@ -399,7 +431,7 @@ def worker(
             concurrency=concurrency,
             pool_size=pool_size,
             group_id=group,
-            staleness=StalenessController(max_staleness, concurrency),
+            staleness=admission(max_staleness, concurrency, trainer_batch_size, workers),
             guard=chosen_guard,
             episode_timeout_s=timeout,
             on_done=lambda r: console.print(

@@ -27,6 +27,8 @@ def test_help_explains_every_command_and_option() -> None:
         "--kind",
         "--guard-pattern",
         "--max-staleness",
+        "--trainer-batch",
+        "--workers",
         "--base-url",
         "--checkpoint",
     ):
@@ -68,6 +70,8 @@ def test_run_puts_ordered_steps_with_ground_truth_on_kafka(topics: Settings, mon
                 "reckless",
                 "--kind",
                 "safety",
+                "--trainer-batch",  # the capacity rule on: no trainer announced, so
+                "2",  # admission is the version rule alone and the run completes
                 "--group",
                 f"g-{uuid.uuid4().hex[:6]}",
             ],
