@@ -256,6 +256,7 @@ EVENTS: dict[type[s.Event], st.SearchStrategy[s.Event]] = {
         sha256=st.text("0123456789abcdef", min_size=64, max_size=64),
         base_model=opt_text,
         trained_on=nonneg,
+        consumed=st.none() | nonneg,
     ),
     s.Control: st.builds(
         s.Control,
