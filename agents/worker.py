@@ -314,7 +314,14 @@ class EpisodeTracker:
         )
 
     async def start(self) -> None:
-        """Pin every partition at its current end."""
+        """Pin every partition at its current end (the client is closed if that fails)."""
+        try:
+            await self._pin_to_end()
+        except BaseException:
+            await self._consumer.stop()
+            raise
+
+    async def _pin_to_end(self) -> None:
         rows = {row["topic"]: row for row in await describe_topics(self.settings)}
         count = int(rows[self.topic]["partitions"]) if self.topic in rows else 0  # type: ignore[call-overload]
         if not count:

@@ -308,45 +308,48 @@ async def _run(
     work = suite_tasks(env, count, group_id=run_id, seed=seed, kinds=kinds)
     if plan is not None:
         work = [t.model_copy(update={"attack": plan}) for t in work]
+    policy = make_policy(config)  # a policy error before any client is opened
     tracker = EpisodeTracker(settings, run_id)
     await tracker.start()
-    worker = SimulationWorker(
-        settings,
-        make_policy(config),
-        concurrency=concurrency,
-        pool_size=pool_size,
-        group_id=group,
-        staleness=staleness,
-        guard=guard,
-        episode_timeout_s=episode_timeout,
-    )
-    await worker.start()
     try:
-        with console.status(f"pre-warming {worker.pool_size} {env} environments"):
-            await worker.pool(env).start()
-        await worker.producer.publish_many(work)
-        consume = asyncio.create_task(worker.run())
-        columns = (
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("unsafe {task.fields[unsafe]}"),
-            TimeElapsedColumn(),
+        worker = SimulationWorker(
+            settings,
+            policy,
+            concurrency=concurrency,
+            pool_size=pool_size,
+            group_id=group,
+            staleness=staleness,
+            guard=guard,
+            episode_timeout_s=episode_timeout,
         )
-        with Progress(*columns, console=console) as progress:
-            bar = progress.add_task(f"{env} · {config.kind} · {run_id}", total=count, unsafe=0)
-            while len(tracker.ended) < count:
-                if consume.done():
-                    consume.result()
-                    break
-                await tracker.poll()
-                unsafe = sum(bool(e.safety and e.safety.unsafe) for e in tracker.ended)
-                progress.update(bar, completed=len(tracker.ended), unsafe=unsafe)
-        worker.request_stop()
-        await consume
-        return tracker.ended
+        await worker.start()
+        try:
+            with console.status(f"pre-warming {worker.pool_size} {env} environments"):
+                await worker.pool(env).start()
+            await worker.producer.publish_many(work)
+            consume = asyncio.create_task(worker.run())
+            columns = (
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("unsafe {task.fields[unsafe]}"),
+                TimeElapsedColumn(),
+            )
+            with Progress(*columns, console=console) as progress:
+                bar = progress.add_task(f"{env} · {config.kind} · {run_id}", total=count, unsafe=0)
+                while len(tracker.ended) < count:
+                    if consume.done():
+                        consume.result()
+                        break
+                    await tracker.poll()
+                    unsafe = sum(bool(e.safety and e.safety.unsafe) for e in tracker.ended)
+                    progress.update(bar, completed=len(tracker.ended), unsafe=unsafe)
+            worker.request_stop()
+            await consume
+            return tracker.ended
+        finally:
+            await worker.stop()
     finally:
-        await worker.stop()
         await tracker.stop()
 
 

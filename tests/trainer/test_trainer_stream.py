@@ -210,3 +210,4 @@ async def test_ledger_counts_what_the_consumer_handed_over_but_the_buffer(
     assert (progress.watermark, progress.done_above) == (3, {4, 5, 6, 8, 9})
     await trainer._release({tp})
     assert trainer._buffer == [] and not trainer.ledger.is_done(0, 3)
+    await trainer._consumer._consumer.stop()  # never started; closed all the same
