@@ -285,6 +285,12 @@ class Demo:
         return out
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    """SIGTERM or SIGHUP stops the demo as Ctrl-C does: its workers are stopped first (they
+    run in sessions of their own, so a signal to the demo alone would leave them running)."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def _child_env(prefix: str, workdir: Path, db: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update({
@@ -471,6 +477,8 @@ def demo(
     logging.basicConfig(filename=workdir / "logs" / "demo.log", level=logging.INFO, force=True)
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # workers must heed SIGINT
+    for stop_signal in (signal.SIGTERM, signal.SIGHUP):  # kill, a closed terminal: as Ctrl-C
+        signal.signal(stop_signal, _interrupted)  # (the workers run in sessions of their own)
     console.print(f"[bold]safactory demo[/bold] {run}: topics {settings.topic_prefix}*, "
                   f"workdir {workdir}")  # fmt: skip
     started = time.monotonic()
