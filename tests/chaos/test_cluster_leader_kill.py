@@ -4,7 +4,6 @@ partition while a producer sends; every acknowledged step is on the topic afterw
 from __future__ import annotations
 
 import asyncio
-import warnings
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,6 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from loopback_ports import free_ports
 
 from safactory import schemas as s
-from safactory.infra.broker import BrokerError
 from safactory.infra.cluster import LocalCluster
 from safactory.infra.config import Settings
 from safactory.infra.producer import EventProducer
@@ -28,28 +26,14 @@ N_EVENTS = 4000
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    """A fresh 3-node cluster (jars from the shared cache, data under a name of its own).
-
-    Starting is tried twice, on fresh ports and data: a node that exits while starting
-    fails what this test is not about (CI saw it once, without its reason); the first
-    failure's reason, which the error now carries, is kept as a warning."""
+    """A fresh 3-node cluster (jars from the shared cache, data under a name of its own)."""
     home = Settings().home
-    for attempt in (1, 2):
-        nodes = LocalCluster(home, name=f"chaos-test-{tmp_path.name}-{attempt}",
-                             base_port=free_ports(6))  # fmt: skip
-        try:
-            nodes.up()
-        except BrokerError as exc:
-            nodes.remove()
-            if attempt == 2:
-                raise
-            warnings.warn(f"a 3-node cluster did not start, retried: {exc}", stacklevel=1)
-            continue
-        try:
-            yield nodes
-        finally:
-            nodes.remove()
-        return
+    nodes = LocalCluster(home, name=f"chaos-test-{tmp_path.name}", base_port=free_ports(6))
+    try:
+        nodes.up()
+        yield nodes
+    finally:
+        nodes.remove()
 
 
 async def _describe_steps(settings: Settings) -> dict[int, dict]:
