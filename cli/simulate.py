@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -114,30 +114,18 @@ GuardKindOpt = Annotated[
 ]
 
 
-def _policy(
-    kind: str,
-    model: str | None,
-    base_url: str | None,
-    checkpoint: str | None,
-    version: int,
-    record_tokens: bool,
-    max_new_tokens: int = 64,
-    temperature: float = 1.0,
-    decode: str = "auto",
-    device: str = "cpu",
-) -> PolicyConfig:
+POLICY_OPTIONS = ("model", "base_url", "checkpoint", "record_tokens", "max_new_tokens",
+                  "temperature", "decode", "device")  # fmt: skip
+"""The policy options ``run`` and ``worker`` share, named as the PolicyConfig fields."""
+
+
+def _policy(params: dict[str, Any]) -> PolicyConfig:
+    """The PolicyConfig a command's policy options ask for (``params``: the command's
+    parameters by name: ``--policy``, ``--policy-version`` and :data:`POLICY_OPTIONS`)."""
+    kind = params["policy"]
     try:
         return PolicyConfig(
-            kind=kind,
-            model=model,
-            base_url=base_url,  # type: ignore[arg-type]
-            checkpoint=checkpoint,
-            version=version,
-            record_tokens=record_tokens,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            decode=decode,
-            device=device,
+            kind=kind, version=params["policy_version"], **{k: params[k] for k in POLICY_OPTIONS}
         )
     except ValueError as exc:
         raise _fail(f"--policy {kind!r}: {exc.errors()[0]['msg']}") from None  # type: ignore[attr-defined]
@@ -250,18 +238,7 @@ def run(
     kinds = kind or ["capability", "safety"]
     if bad := set(kinds) - {"capability", "safety"}:
         raise _fail(f"--kind {sorted(bad)}: use capability or safety")
-    config = _policy(
-        policy,
-        model,
-        base_url,
-        checkpoint,
-        policy_version,
-        record_tokens,
-        max_new_tokens,
-        temperature,
-        decode,
-        device,
-    )
+    config = _policy(locals())
     plan = _attack(attack, attack_step, attack_param)
     chosen_guard = _guard(guard, guard_pattern)
     logging.basicConfig(level=logging.WARNING)
@@ -409,18 +386,7 @@ def worker(
     ] = None,
 ) -> None:
     """Join the worker group on sf.tasks and run every task that arrives."""
-    config = _policy(
-        policy,
-        model,
-        base_url,
-        checkpoint,
-        policy_version,
-        record_tokens,
-        max_new_tokens,
-        temperature,
-        decode,
-        device,
-    )
+    config = _policy(locals())
     for name in warm or []:
         if name not in env_names():
             raise _fail(f"--warm {name!r}: unknown env; choose from {', '.join(env_names())}")
