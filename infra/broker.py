@@ -215,7 +215,8 @@ class LocalBroker:
         self._write_config()
         self._format_storage()
         log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
-        out = open(self.dir / "logs" / "stdout.log", "ab")
+        out = open(self._stdout_file, "ab")
+        out_start = out.tell()
         proc = subprocess.Popen(
             self._java("kafka.Kafka", str(self._config), heap=self.heap),
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -223,21 +224,19 @@ class LocalBroker:
         )  # fmt: skip
         out.close()
         self._pid_file.write_text(str(proc.pid))
-        return Launch(proc, log_start)
+        return Launch(proc, log_start, out_start)
 
     def wait_ready(self, launched: Launch, timeout: float = 180.0) -> None:
         """Wait until a launched broker logs that it started; kill it and raise on timeout."""
-        self._wait_ready(launched.process, launched.log_start, timeout)
-
-    def _wait_ready(self, proc: subprocess.Popen[bytes], log_start: int, timeout: float) -> None:
+        proc = launched.process
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise BrokerError(
                     f"broker exited with code {proc.returncode}; see {self.log_file} and "
-                    f"{self.dir / 'logs' / 'stdout.log'}{self._why_it_stopped(log_start)}"
+                    f"{self._stdout_file}{self._why_it_stopped(launched)}"
                 )
-            if _port_open(self.port) and self._logged_ready(log_start):
+            if _port_open(self.port) and self._logged_ready(launched.log_start):
                 return
             time.sleep(0.2)
         self.kill()
@@ -247,28 +246,34 @@ class LocalBroker:
             f"{self.dir} to start empty"
         )
 
-    def _why_it_stopped(self, since: int, lines: int = 8) -> str:
-        """The last ERROR/FATAL lines the broker logged since ``since`` (and the tail of its
-        stdout), so the error itself says why a broker that exited did so."""
-        found: list[str] = []
-        for path, start in ((self.log_file, since), (self.dir / "logs" / "stdout.log", 0)):
-            try:
-                with open(path, "rb") as fh:
-                    fh.seek(start)
-                    text = fh.read().decode("utf-8", "replace")
-            except FileNotFoundError:
-                continue
-            found += [ln for ln in text.splitlines() if "ERROR" in ln or "FATAL" in ln
-                      or "Exception" in ln][-lines:]  # fmt: skip
+    @property
+    def _stdout_file(self) -> Path:
+        return self.dir / "logs" / "stdout.log"
+
+    def _why_it_stopped(self, launched: Launch, lines: int = 8) -> str:
+        """The last ERROR/FATAL/Exception lines this start wrote to the broker log and its
+        stdout, so the error itself says why a broker that exited did so."""
+        text = self._logged_since(launched.log_start) + _read_from(
+            self._stdout_file, launched.out_start
+        )
+        found = [ln for ln in text.splitlines() if "ERROR" in ln or "FATAL" in ln
+                 or "Exception" in ln]  # fmt: skip
         return "".join(f"\n  {ln[:400]}" for ln in found[-lines:])
 
     def _logged_ready(self, since: int) -> bool:
-        try:
-            with open(self.log_file, "rb") as fh:
-                fh.seek(since)
-                return READY_LINE.encode() in fh.read()
-        except FileNotFoundError:
-            return False
+        return READY_LINE in self._logged_since(since)
+
+    def _logged_since(self, since: int) -> str:
+        """What the broker logged after its log was ``since`` bytes long. log4j rolls the
+        log over at 20 MB: when it rolled during this start, the start's first lines end the
+        newest rolled file and the rest is the whole new log (before, a start that rolled
+        the log was never seen as ready and timed out after 180 s)."""
+        size = self.log_file.stat().st_size if self.log_file.exists() else 0
+        if size >= since:
+            return _read_from(self.log_file, since)
+        rolled = sorted(self.log_file.parent.glob(self.log_file.name + ".*"),
+                        key=lambda path: path.stat().st_mtime)  # fmt: skip
+        return (_read_from(rolled[-1], since) if rolled else "") + _read_from(self.log_file, 0)
 
     def down(self, timeout: float = 60.0) -> bool:
         """Stop the broker cleanly (SIGTERM, then SIGKILL after ``timeout``). True if it ran."""
@@ -319,6 +324,8 @@ class Launch:
     process: subprocess.Popen[bytes]
     log_start: int
     """Size of the broker log before this start: readiness is looked for after it."""
+    out_start: int = 0
+    """Size of its stdout log before this start (an exit's reasons are read after it)."""
 
 
 def heap_bytes(heap: str) -> int:
@@ -347,6 +354,16 @@ def min_insync_replicas(replication: int) -> int:
     """Replicas that must acknowledge an ``acks=all`` write: 2 once there are 3 or more (one
     node may be down and writes go on; an acknowledged write survives losing any one node)."""
     return 1 if replication < 3 else 2
+
+
+def _read_from(path: Path, offset: int) -> str:
+    """The text of ``path`` from byte ``offset`` on ("" if there is no such file)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
 
 
 def _require(tool: str, hint: str) -> str:

@@ -138,6 +138,7 @@ class EventConsumer:
         self._screen = screen
         self._store_offsets = store_offsets
         self._generation = 0
+        """Counts revocations: a batch handled across one is not committed."""
         self._ready: set[TopicPartition] = set()
         """Partitions whose ``on_assigned`` callback has finished."""
         self._assign_failed: BaseException | None = None

@@ -1,4 +1,5 @@
-"""A broker that exits while starting says why in the error itself, not only in its logs."""
+"""Starting a broker: an exit says why in the error, the start is seen however its log rolls,
+and the log cleaner fits the heap."""
 
 from __future__ import annotations
 
@@ -40,3 +41,23 @@ def test_the_log_cleaners_buffer_fits_the_heap(tmp_path: Path) -> None:
         broker = LocalBroker(tmp_path, port=1, controller_port=2, heap=heap, name=heap)
         broker._write_config()
         assert f"log.cleaner.dedupe.buffer.size={expected}\n" in broker._config.read_text()
+
+
+@pytest.mark.parametrize("ready_in", ["new log", "rolled log"])
+def test_a_start_during_which_the_log_rolled_over_is_seen_ready(
+    tmp_path: Path, ready_in: str
+) -> None:
+    """log4j rolls server.log over at 20 MB; a start that rolled it (the new log shorter
+    than the old one was at launch) waited 180 s for a line it had already written."""
+    broker = LocalBroker(tmp_path, port=1, controller_port=2, name="rolls")
+    logs = broker.log_file.parent
+    logs.mkdir(parents=True)
+    broker.log_file.write_text("old line\n" * 100)
+    since = broker.log_file.stat().st_size  # measured at launch
+    ready = "[x] INFO [KafkaRaftServer nodeId=1] Kafka Server started\n"
+    with broker.log_file.open("a") as log:  # the start's first lines, then the roll-over
+        log.write("starting\n" + (ready if ready_in == "rolled log" else ""))
+    broker.log_file.rename(logs / "server.log.3")
+    broker.log_file.write_text("more\n" + (ready if ready_in == "new log" else ""))
+    assert broker._logged_ready(since)
+    assert not LocalBroker(tmp_path, port=1, controller_port=2, name="empty")._logged_ready(0)
