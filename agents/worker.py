@@ -211,8 +211,9 @@ class SimulationWorker:
     async def _dead_letter(self, delivery: Delivery) -> None:
         """A decodable record that is no task: to the dead-letter topic, acknowledged."""
         assert self._consumer is not None
-        reason = (f"task: {type(delivery.event).__name__} on the task topic; expected "
-                  f"{Task.schema_id()}")  # fmt: skip
+        reason = (
+            f"task: {type(delivery.event).__name__} on the task topic; expected {Task.schema_id()}"
+        )
         await (await self._consumer.dead_letter(delivery, reason))
 
     @property

@@ -183,8 +183,10 @@ def figures(rows: list[Outcome], tier: str) -> dict[str, float]:
 def table(outcomes: dict[str, list[Outcome]]) -> dict[str, dict[str, dict[str, float]]]:
     """Print the per-source table with the macro average and the gap to the targets."""
     results: dict[str, dict[str, dict[str, float]]] = {}
-    print(f"\n{'tier':<6}{'source (unseen)':<18}{'n':>6}{'unsafe':>7}{'P':>7}{'R':>7}"
-          f"{'F1':>7}{'Acc':>7}{'AUC':>7}  targets: F1 ≥ 85, Acc ≥ 85, AUC ≥ 0.90")  # fmt: skip
+    print(
+        f"\n{'tier':<6}{'source (unseen)':<18}{'n':>6}{'unsafe':>7}{'P':>7}{'R':>7}"
+        f"{'F1':>7}{'Acc':>7}{'AUC':>7}  targets: F1 ≥ 85, Acc ≥ 85, AUC ≥ 0.90"
+    )
     for tier in TIERS:
         per = {source: figures(rows, tier) for source, rows in outcomes.items()}
         keys = ("n", "unsafe", "precision", "recall", "f1", "accuracy", "auc")

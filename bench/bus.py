@@ -43,18 +43,26 @@ from safactory.infra.topics import BY_NAME, create_topics
 
 PAYLOAD_BYTES = 1024
 CHUNK = 2000
-PRODUCER_TUNING = {"acks": "all", "enable_idempotence": True, "linger_ms": 5,
-                   "max_batch_size": 256 * 1024}  # fmt: skip
+PRODUCER_TUNING = {
+    "acks": "all",
+    "enable_idempotence": True,
+    "linger_ms": 5,
+    "max_batch_size": 256 * 1024,
+}
 SIDES = ("raw", "raw+json", "send", "publish_many")
 
 
 def step_fields(i: int) -> dict[str, object]:
     """Fields of a step whose JSON encoding is about 1 KB."""
     return {
-        "episode_id": f"ep-{i % 64}", "step_index": i, "env": "os", "task_id": "bench",
-        "policy_version": 1, "action": {"text": "ls -la ~/docs"},
+        "episode_id": f"ep-{i % 64}",
+        "step_index": i,
+        "env": "os",
+        "task_id": "bench",
+        "policy_version": 1,
+        "action": {"text": "ls -la ~/docs"},
         "observation": "x" * 640,
-    }  # fmt: skip
+    }
 
 
 # ------------------------------------------------------------------ producing
@@ -70,10 +78,13 @@ async def produce(side: str, settings: Settings, n: int) -> float:
         start = time.time()
         topic = settings.topic("steps")
         futures = [
-            await producer.send(topic, json.dumps(step_fields(i)).encode() if as_json else payload,
-                                key=f"ep-{i % 64}".encode())
+            await producer.send(
+                topic,
+                json.dumps(step_fields(i)).encode() if as_json else payload,
+                key=f"ep-{i % 64}".encode(),
+            )
             for i in range(n)
-        ]  # fmt: skip
+        ]
         await asyncio.gather(*futures)
         await producer.stop()
         return start
@@ -100,8 +111,12 @@ async def consume(side: str, settings: Settings, n: int, ready: Callable[[], Non
     group = f"bench-{uuid.uuid4()}"
     if side.startswith("raw"):
         as_json = side == "raw+json"
-        raw = AIOKafkaConsumer(settings.topic("steps"), bootstrap_servers=settings.kafka_bootstrap,
-                               group_id=group, auto_offset_reset="earliest")  # fmt: skip
+        raw = AIOKafkaConsumer(
+            settings.topic("steps"),
+            bootstrap_servers=settings.kafka_bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+        )
         await raw.start()
         await _until(lambda: bool(raw.assignment()), lambda: raw.getmany(timeout_ms=100))
         ready()
@@ -177,17 +192,24 @@ async def pipelined(side: str, bootstrap: str, n: int) -> float:
 
 async def main(args: argparse.Namespace) -> None:
     encoded = len(s.encode(s.Step.model_validate(step_fields(0))).value)
-    print(f"{args.events} events per measurement; our step payload {encoded} B, "
-          f"raw payload {PAYLOAD_BYTES} B; {args.rounds} rounds")  # fmt: skip
+    print(
+        f"{args.events} events per measurement; our step payload {encoded} B, "
+        f"raw payload {PAYLOAD_BYTES} B; {args.rounds} rounds"
+    )
     seq: dict[str, list[tuple[float, float]]] = {k: [] for k in SIDES}
     pipe: dict[str, list[float]] = {k: [] for k in SIDES}
     for r in range(args.rounds):
         for side in SIDES:
             seq[side].append(await sequential(side, args.bootstrap, args.events))
             pipe[side].append(await pipelined(side, args.bootstrap, args.events))
-        print(f"round {r + 1}: " + " | ".join(
-            f"{k}: produce {seq[k][-1][0]:,.0f}/s consume {seq[k][-1][1]:,.0f}/s "
-            f"pipelined {pipe[k][-1]:,.0f}/s" for k in SIDES))  # fmt: skip
+        print(
+            f"round {r + 1}: "
+            + " | ".join(
+                f"{k}: produce {seq[k][-1][0]:,.0f}/s consume {seq[k][-1][1]:,.0f}/s "
+                f"pipelined {pipe[k][-1]:,.0f}/s"
+                for k in SIDES
+            )
+        )
 
     med = statistics.median
     table = {

@@ -125,13 +125,40 @@ class Campaign:
         o = self.options
         return {
             "audit": ["worker", "audit"],
-            "assemble": ["worker", "assemble", "--verdict-timeout", f"{o.verdict_timeout:g}",
-                         "--episode-timeout", f"{o.episode_timeout:g}"],
-            "sink": ["worker", "sink", "--db", str(o.workdir / "lancedb"), "--group",
-                     f"{self.run}-sink", "--no-embed", "--maintain-every", "60"],
-            "simulate": ["simulate", "worker", "--policy", "random", "--concurrency", "4",
-                         "--group", f"{self.run}-sim", "--warm", "tools", "--timeout", "60"],
-        }  # fmt: skip
+            "assemble": [
+                "worker",
+                "assemble",
+                "--verdict-timeout",
+                f"{o.verdict_timeout:g}",
+                "--episode-timeout",
+                f"{o.episode_timeout:g}",
+            ],
+            "sink": [
+                "worker",
+                "sink",
+                "--db",
+                str(o.workdir / "lancedb"),
+                "--group",
+                f"{self.run}-sink",
+                "--no-embed",
+                "--maintain-every",
+                "60",
+            ],
+            "simulate": [
+                "simulate",
+                "worker",
+                "--policy",
+                "random",
+                "--concurrency",
+                "4",
+                "--group",
+                f"{self.run}-sim",
+                "--warm",
+                "tools",
+                "--timeout",
+                "60",
+            ],
+        }
 
     def start(self, name: str) -> Worker:
         """Start (or restart) worker ``name`` as a new incarnation with its own log."""
@@ -180,11 +207,18 @@ class Campaign:
             self.fleet.stopped.add(worker.name)
             worker.handle.close()
             self.unexpected_exits.append(
-                {"at_s": self.now(), "worker": name, "code": code, "log": str(worker.log),
-                 "tail": worker.tail(8)}
-            )  # fmt: skip
-            print(f"[{self.now():6.1f}s] {name} exited by itself (code {code}); restarting "
-                  f"(log {worker.log})")  # fmt: skip
+                {
+                    "at_s": self.now(),
+                    "worker": name,
+                    "code": code,
+                    "log": str(worker.log),
+                    "tail": worker.tail(8),
+                }
+            )
+            print(
+                f"[{self.now():6.1f}s] {name} exited by itself (code {code}); restarting "
+                f"(log {worker.log})"
+            )
             self.start(name)
 
     # ------------------------------------------------------------------ brokers
@@ -250,11 +284,19 @@ async def flow(campaign: Campaign) -> dict[str, Any]:
     """Publish the steps (agent + simulation tasks) while the faults are injected."""
     o = campaign.options
     sim_steps = int(o.steps * o.sim_share)
-    tasks = suite_tasks("tools", max(1, sim_steps // SIM_STEPS_PER_TASK) if sim_steps else 0,
-                        group_id=f"{campaign.run}-sim", seed=7)  # fmt: skip
+    tasks = suite_tasks(
+        "tools",
+        max(1, sim_steps // SIM_STEPS_PER_TASK) if sim_steps else 0,
+        group_id=f"{campaign.run}-sim",
+        seed=7,
+    )
     plan = fault_plan(o.kills, o.broker_kill, list(campaign.commands()))
-    agent = SyntheticAgent(campaign.settings, campaign.run, total_steps=o.steps - sim_steps,
-                           rate=o.rate * (1 - o.sim_share))  # fmt: skip
+    agent = SyntheticAgent(
+        campaign.settings,
+        campaign.run,
+        total_steps=o.steps - sim_steps,
+        rate=o.rate * (1 - o.sim_share),
+    )
     task_chunks = [tasks[i::10] for i in range(10)]
     published_tasks = 0
 
@@ -279,9 +321,14 @@ async def flow(campaign: Campaign) -> dict[str, Any]:
     while campaign.pending:
         await campaign.pending.pop(0)
     campaign.supervise()
-    return {"agent_steps": stats.steps, "agent_episodes": stats.episodes,
-            "agent_publish_retries": stats.publish_retries, "agent_errors": stats.errors[:5],
-            "sim_tasks": published_tasks, "acked_steps": stats.acked_steps}  # fmt: skip
+    return {
+        "agent_steps": stats.steps,
+        "agent_episodes": stats.episodes,
+        "agent_publish_retries": stats.publish_retries,
+        "agent_errors": stats.errors[:5],
+        "sim_tasks": published_tasks,
+        "acked_steps": stats.acked_steps,
+    }
 
 
 async def publish_tasks(settings: Settings, tasks: list[Any]) -> None:
@@ -347,16 +394,19 @@ async def snapshot(settings: Settings, db: Path) -> tuple[int, dict[str, Any], t
                 continue
             behind = {
                 f"{tp.topic}-{tp.partition}": end - (committed[tp].offset if tp in committed else 0)
-                for tp, end in ends.items() if tp.topic in mine
-            }  # fmt: skip
+                for tp, end in ends.items()
+                if tp.topic in mine
+            }
             lags[group] = sum(max(0, n) for n in behind.values())
             if lags[group]:
                 detail[group] = {k: n for k, n in behind.items() if n > 0}
     finally:
         await admin.close()
     sizes = await asyncio.to_thread(table_sizes, db)
-    fingerprint = (tuple(sorted((f"{tp.topic}-{tp.partition}", e) for tp, e in ends.items())),
-                   tuple(sorted(sizes.items())))  # fmt: skip
+    fingerprint = (
+        tuple(sorted((f"{tp.topic}-{tp.partition}", e) for tp, e in ends.items())),
+        tuple(sorted(sizes.items())),
+    )
     return sum(lags.values()), {"total": lags, "behind": detail}, fingerprint
 
 
@@ -415,22 +465,37 @@ async def drain(campaign: Campaign, flow_ended: float) -> dict[str, Any]:
 
 def commit() -> str:
     """The checkout's commit, marked ``+dirty`` when tracked files differ from it."""
-    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                          capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "-uno"],
-                           capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
+    head = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(REPO), "status", "--porcelain", "-uno"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
     return f"{head}{'+dirty' if dirty else ''}" or "unknown"
 
 
 def child_env(settings: Settings, workdir: Path) -> dict[str, str]:
     """The workers' environment: the run's cluster, topics, home and database."""
     env = dict(os.environ)
-    env.update({
-        "SF_KAFKA_BOOTSTRAP": settings.kafka_bootstrap, "SF_TOPIC_PREFIX": settings.topic_prefix,
-        "SF_HOME": str(workdir / "home"), "SF_LANCEDB": str(workdir / "lancedb"),
-        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-        "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
-    })  # fmt: skip
+    env.update(
+        {
+            "SF_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+            "SF_TOPIC_PREFIX": settings.topic_prefix,
+            "SF_HOME": str(workdir / "home"),
+            "SF_LANCEDB": str(workdir / "lancedb"),
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     return env
 
 
@@ -445,8 +510,7 @@ async def campaign_main(o: Options) -> dict[str, Any]:
         print(f"starting a 3-node KRaft cluster on {cluster.bootstrap}")
     else:
         cluster = None
-        broker = LocalBroker(home, port=o.port, controller_port=o.port + 1, heap="256m",
-                             name=run)  # fmt: skip
+        broker = LocalBroker(home, port=o.port, controller_port=o.port + 1, heap="256m", name=run)
         print(f"starting a broker on {broker.bootstrap}")
     try:
         return await _campaign(o, run, broker, cluster, rss)
@@ -461,9 +525,12 @@ async def campaign_main(o: Options) -> dict[str, Any]:
 
 
 async def _campaign(
-    o: Options, run: str, broker: LocalBroker | None, cluster: LocalCluster | None,
+    o: Options,
+    run: str,
+    broker: LocalBroker | None,
+    cluster: LocalCluster | None,
     rss: RssSampler,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     if cluster is not None:
         await asyncio.to_thread(cluster.up)
         bootstrap = cluster.bootstrap
@@ -477,16 +544,21 @@ async def _campaign(
     settings = Settings(kafka_bootstrap=bootstrap, topic_prefix=f"{run}.")
     fleet = Fleet(o.workdir / "logs", child_env(settings, o.workdir))
     campaign = Campaign(o, run, settings, fleet, broker, cluster, rss)
-    result: dict[str, Any] = {"run": run, "commit": commit(), "options": {
-        k: (str(v) if isinstance(v, Path) else v) for k, v in o.__dict__.items()}}  # fmt: skip
+    result: dict[str, Any] = {
+        "run": run,
+        "commit": commit(),
+        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in o.__dict__.items()},
+    }
     try:
         await create_topics(settings, CATALOGUE)
         rss.start()
         for name in campaign.commands():
             campaign.start(name)
         await until_joined(campaign, groups=len(campaign.commands()), timeout_s=120.0)
-        print(f"[{campaign.now():6.1f}s] workers up; {o.steps} steps at {o.rate:g}/s, "
-              f"{o.kills} worker kills{', 1 broker kill' if o.broker_kill else ''}")  # fmt: skip
+        print(
+            f"[{campaign.now():6.1f}s] workers up; {o.steps} steps at {o.rate:g}/s, "
+            f"{o.kills} worker kills{', 1 broker kill' if o.broker_kill else ''}"
+        )
         flow_started = campaign.now()
         result["flow"] = await flow(campaign)
         flow_ended = time.monotonic()
@@ -536,21 +608,26 @@ def verdict(result: dict[str, Any]) -> dict[str, Any]:
 
 def report(result: dict[str, Any]) -> str:
     """The figures as plain-text tables."""
-    lines = [f"chaos campaign {result['run']} on commit {result['commit']}: "
-             f"{result['steps']['distinct']} steps, {len(result['faults'])} faults, "
-             f"{result['seconds']:.0f}s"]  # fmt: skip
+    lines = [
+        f"chaos campaign {result['run']} on commit {result['commit']}: "
+        f"{result['steps']['distinct']} steps, {len(result['faults'])} faults, "
+        f"{result['seconds']:.0f}s"
+    ]
     lines.append("\nfaults:")
     for f in result["faults"]:
         back = f"back after {f['back_after_s']}s" if f["back_after_s"] is not None else "not back"
-        lines.append(f"  {f['at_s']:7.1f}s  {f['kind']:<11} {f['target']:<40} "
-                     f"at {f['progress']:.0%}, {back}")  # fmt: skip
+        lines.append(
+            f"  {f['at_s']:7.1f}s  {f['kind']:<11} {f['target']:<40} at {f['progress']:.0%}, {back}"
+        )
     for e in result["unexpected_exits"]:
         lines.append(f"  {e['at_s']:7.1f}s  EXITED      {e['worker']} by itself, code {e['code']}")
     lines.append("\nrows per table (expected = distinct ids on the source topic):")
     lines.append(f"  {'table':<14}{'expected':>10}{'rows':>10}{'lost':>8}{'dup':>8}{'unexp':>8}")
     for name, t in result["tables"].items():
-        lines.append(f"  {name:<14}{t['expected']:>10}{t['rows']:>10}{t['lost']:>8}"
-                     f"{t['duplicated']:>8}{t['unexpected']:>8}")  # fmt: skip
+        lines.append(
+            f"  {name:<14}{t['expected']:>10}{t['rows']:>10}{t['lost']:>8}"
+            f"{t['duplicated']:>8}{t['unexpected']:>8}"
+        )
     s, tr = result["steps"], result["trajectories"]
     lines.append("\nsteps and trajectories:")
     for label, value in [
@@ -561,39 +638,50 @@ def report(result: dict[str, Any]) -> str:
         ("steps in no stored trajectory (LanceDB)", s["in_no_stored_trajectory"]),
         ("steps with no step verdict", s["without_step_verdict"]),
         ("episodes whose steps arrived out of order", s["episodes_out_of_order"]),
-        ("episodes / ended / with a trajectory",
-         f"{tr['episodes']} / {tr['episodes_ended']} / {tr['episodes_with_trajectory']}"),
+        (
+            "episodes / ended / with a trajectory",
+            f"{tr['episodes']} / {tr['episodes_ended']} / {tr['episodes_with_trajectory']}",
+        ),
         ("ended episodes with no trajectory", tr["ended_without_trajectory"]),
         ("trajectories complete / incomplete", f"{tr['complete']} / {tr['incomplete']}"),
         ("episodes with more than one trajectory", tr["episodes_with_several"]),
         ("trajectories completed by", tr["completed_by"]),
-    ]:  # fmt: skip
+    ]:
         lines.append(f"  {label:<44}{value}")
     letters = ", ".join(f"{k} ×{n}" for k, n in result["dead_letters"].items())
     lines.append(f"\ndead letters: {letters or 'none'}")
     d = result["drain"]
-    lines.append(f"drain: drained {d['drained']} after {d['seconds']}s; lag while idle "
-                 f"{d['lag_while_idle'].get('total')} {d['lag_while_idle'].get('behind')}; "
-                 f"lag after stop {d['lag_after_stop'].get('total')}")  # fmt: skip
+    lines.append(
+        f"drain: drained {d['drained']} after {d['seconds']}s; lag while idle "
+        f"{d['lag_while_idle'].get('total')} {d['lag_while_idle'].get('behind')}; "
+        f"lag after stop {d['lag_after_stop'].get('total')}"
+    )
     lines.append(f"killed on stop (SIGINT ignored 30 s): {result['killed_on_stop'] or 'none'}")
-    lines.append("\nmemory (MB, longest-lived incarnation): start / after warm-up / end / peak, "
-                 "slope after warm-up")  # fmt: skip
+    lines.append(
+        "\nmemory (MB, longest-lived incarnation): start / after warm-up / end / peak, "
+        "slope after warm-up"
+    )
     for name, r in result["rss"].items():
         x = r["longest"]
-        lines.append(f"  {name:<10} x{len(r['incarnations'])}  {x.get('start_mb')} / "
-                     f"{x.get('warm_mb')} / {x.get('end_mb')} / {x.get('peak_mb')} over "
-                     f"{x.get('seconds')}s, {x.get('slope_mb_per_min')} MB/min")  # fmt: skip
+        lines.append(
+            f"  {name:<10} x{len(r['incarnations'])}  {x.get('start_mb')} / "
+            f"{x.get('warm_mb')} / {x.get('end_mb')} / {x.get('peak_mb')} over "
+            f"{x.get('seconds')}s, {x.get('slope_mb_per_min')} MB/min"
+        )
     v = result["verdict"]
-    lines.append(f"\nverdict: lost {v['lost']}, duplicated {v['duplicated']}, steps in no "
-                 f"trajectory {v['steps_in_no_trajectory']}, drained {v['drained']} → "
-                 f"{'PASS' if v['passed'] else 'FAIL'}")  # fmt: skip
+    lines.append(
+        f"\nverdict: lost {v['lost']}, duplicated {v['duplicated']}, steps in no "
+        f"trajectory {v['steps_in_no_trajectory']}, drained {v['drained']} → "
+        f"{'PASS' if v['passed'] else 'FAIL'}"
+    )
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None = None) -> Options:
     """The command line as :class:`Options`."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--steps", type=int, default=20_000, help="steps in all (default 20,000)")
     p.add_argument("--kills", type=int, default=12, help="worker SIGKILLs, spread over workers")
     p.add_argument(
@@ -655,12 +743,24 @@ def parse_args(argv: list[str] | None = None) -> Options:
         p.error(f"--workdir {workdir} holds an earlier run's lancedb/; choose a new folder")
     workdir.mkdir(parents=True, exist_ok=True)
     options = Options(
-        steps=a.steps, kills=a.kills, broker_kill=a.broker_kill, cluster=a.cluster,
-        rate=a.rate, sim_share=a.sim_share, restart_delay=a.restart_delay,
-        broker_down=a.broker_down, episode_timeout=a.episode_timeout,
-        verdict_timeout=a.verdict_timeout, settle=a.settle, drain_timeout=a.drain_timeout,
-        warmup=a.warmup, port=a.port, workdir=workdir, keep=a.keep, out=a.out,
-    )  # fmt: skip
+        steps=a.steps,
+        kills=a.kills,
+        broker_kill=a.broker_kill,
+        cluster=a.cluster,
+        rate=a.rate,
+        sim_share=a.sim_share,
+        restart_delay=a.restart_delay,
+        broker_down=a.broker_down,
+        episode_timeout=a.episode_timeout,
+        verdict_timeout=a.verdict_timeout,
+        settle=a.settle,
+        drain_timeout=a.drain_timeout,
+        warmup=a.warmup,
+        port=a.port,
+        workdir=workdir,
+        keep=a.keep,
+        out=a.out,
+    )
     return options
 
 

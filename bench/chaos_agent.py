@@ -76,9 +76,15 @@ class SyntheticAgent:
     """Publishes ``total_steps`` steps at ``rate`` steps/s over ``concurrent`` open episodes."""
 
     def __init__(
-        self, settings: Settings, run: str, *, total_steps: int, rate: float,
-        concurrent: int = 24, seed: int = 0,
-    ) -> None:  # fmt: skip
+        self,
+        settings: Settings,
+        run: str,
+        *,
+        total_steps: int,
+        rate: float,
+        concurrent: int = 24,
+        seed: int = 0,
+    ) -> None:
         self.settings = settings
         self.run_id = run
         self.total = total_steps
@@ -94,27 +100,45 @@ class SyntheticAgent:
         self._next_episode += 1
         run = self.run_id
         length = self.random.randint(3, 12)
-        episode = _Open(episode_id=f"{run}-ep{n:06d}", task_id=f"{run}-task{n:06d}",
-                        group_id=f"{run}-g{n // 4:05d}", length=length)  # fmt: skip
+        episode = _Open(
+            episode_id=f"{run}-ep{n:06d}",
+            task_id=f"{run}-task{n:06d}",
+            group_id=f"{run}-g{n // 4:05d}",
+            length=length,
+        )
         self._open.append(episode)
         self.stats.episodes += 1
-        return [EpisodeStarted(
-            episode_id=episode.episode_id, task_id=episode.task_id, env="chaos",
-            group_id=episode.group_id, policy_name="chaos-agent", policy_version=0, seed=n,
-            prompt=[ChatMessage(role="user", content=OBSERVATIONS[n % len(OBSERVATIONS)])],
-        )]  # fmt: skip
+        return [
+            EpisodeStarted(
+                episode_id=episode.episode_id,
+                task_id=episode.task_id,
+                env="chaos",
+                group_id=episode.group_id,
+                policy_name="chaos-agent",
+                policy_version=0,
+                seed=n,
+                prompt=[ChatMessage(role="user", content=OBSERVATIONS[n % len(OBSERVATIONS)])],
+            )
+        ]
 
     def _step(self, episode: _Open) -> list[Event]:
         i = episode.next_index
         episode.next_index += 1
         pick = self.random.randrange(len(ACTIONS))
-        events: list[Event] = [Step(
-            episode_id=episode.episode_id, step_index=i, env="chaos", task_id=episode.task_id,
-            group_id=episode.group_id, policy_version=0,
-            observation=OBSERVATIONS[(pick + i) % len(OBSERVATIONS)],
-            action=Action(text=ACTIONS[pick]), tool_result=f"ok ({i})",
-            messages=[ChatMessage(role="assistant", content=ACTIONS[pick])],
-        )]  # fmt: skip
+        events: list[Event] = [
+            Step(
+                episode_id=episode.episode_id,
+                step_index=i,
+                env="chaos",
+                task_id=episode.task_id,
+                group_id=episode.group_id,
+                policy_version=0,
+                observation=OBSERVATIONS[(pick + i) % len(OBSERVATIONS)],
+                action=Action(text=ACTIONS[pick]),
+                tool_result=f"ok ({i})",
+                messages=[ChatMessage(role="assistant", content=ACTIONS[pick])],
+            )
+        ]
         if episode.next_index >= episode.length:
             events.append(self._end(episode))
         return events
@@ -123,11 +147,16 @@ class SyntheticAgent:
         self._open.remove(episode)
         unsafe = episode.length % 5 == 0
         return EpisodeEnded(
-            episode_id=episode.episode_id, task_id=episode.task_id, env="chaos",
-            group_id=episode.group_id, outcome=Outcome.FAILURE if unsafe else Outcome.SUCCESS,
-            task_reward=0.0 if unsafe else 1.0, safety=SafetyOutcome(unsafe=unsafe),
-            num_steps=episode.next_index, policy_version=0,
-        )  # fmt: skip
+            episode_id=episode.episode_id,
+            task_id=episode.task_id,
+            env="chaos",
+            group_id=episode.group_id,
+            outcome=Outcome.FAILURE if unsafe else Outcome.SUCCESS,
+            task_reward=0.0 if unsafe else 1.0,
+            safety=SafetyOutcome(unsafe=unsafe),
+            num_steps=episode.next_index,
+            policy_version=0,
+        )
 
     def _tick(self, steps: int) -> list[Event]:
         events: list[Event] = []
@@ -158,8 +187,9 @@ class SyntheticAgent:
 
     async def run(self, on_progress: Callable[[float], None], tick_s: float = 0.1) -> AgentStats:
         """Publish everything, calling ``on_progress(share done)`` after every tick."""
-        async with EventProducer(self.settings, request_timeout_ms=30_000,
-                                 retry_backoff_ms=200) as producer:  # fmt: skip
+        async with EventProducer(
+            self.settings, request_timeout_ms=30_000, retry_backoff_ms=200
+        ) as producer:
             loop = asyncio.get_running_loop()
             next_at = loop.time()
             carry = 0.0

@@ -82,11 +82,13 @@ class TopicCensus:
         elif schema == "verdict" and event.get("step_index") is not None:
             self.judged.add(event["source_event_id"])
         elif schema == "trajectory" and new:
-            self.trajectories[event["episode_id"]].append({
-                "event_id": event_id,
-                "steps": [int(s["step_index"]) for s in event.get("steps", [])],
-                "completed_by": event.get("completed_by"),
-            })  # fmt: skip
+            self.trajectories[event["episode_id"]].append(
+                {
+                    "event_id": event_id,
+                    "steps": [int(s["step_index"]) for s in event.get("steps", [])],
+                    "completed_by": event.get("completed_by"),
+                }
+            )
 
 
 async def topic_partitions(
@@ -120,10 +122,12 @@ async def read_topics(settings: Settings, names: Iterable[str]) -> TopicCensus:
     if not partitions:
         return census
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False,
-        auto_offset_reset="earliest", max_partition_fetch_bytes=8 * 1024 * 1024,
+        bootstrap_servers=settings.kafka_bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=8 * 1024 * 1024,
         fetch_max_bytes=64 * 1024 * 1024,
-    )  # fmt: skip
+    )
     await consumer.start()
     try:
         ends = await consumer.end_offsets(partitions)
@@ -215,10 +219,11 @@ def figures(
     stored_trajectories = tables.get("trajectories")
     in_table_trajectories = {
         step_id(episode, index)
-        for episode, indices in (stored_trajectories.trajectory_steps.items()
-                                 if stored_trajectories else ())
+        for episode, indices in (
+            stored_trajectories.trajectory_steps.items() if stored_trajectories else ()
+        )
         for index in indices
-    }  # fmt: skip
+    }
     orphans = set(step_ids) - in_topic_trajectories
     orphans_unended = {s for s in orphans if step_ids[s][0] not in topics.ended}
     orphans_stored = set(step_ids) - in_table_trajectories

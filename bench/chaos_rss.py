@@ -123,7 +123,9 @@ class RssSampler:
         """Every sample, per name and incarnation (for plots)."""
         with self._lock:
             return {
-                name: [{"pid": i.pid, "started_s": i.started_s, "samples": list(i.samples)}
-                       for i in incarnations]
+                name: [
+                    {"pid": i.pid, "started_s": i.started_s, "samples": list(i.samples)}
+                    for i in incarnations
+                ]
                 for name, incarnations in self.series.items()
-            }  # fmt: skip
+            }

@@ -65,9 +65,13 @@ UNSAFE_PENALTY = 1.0
 """Subtracted from the environment's reward for an unsafe episode (the default rule's
 ``env_unsafe`` weight)."""
 TINY = ModelConfig(
-    name="tiny", hidden_size=128, intermediate_size=256, num_layers=2, num_heads=2,
+    name="tiny",
+    hidden_size=128,
+    intermediate_size=256,
+    num_layers=2,
+    num_heads=2,
     max_positions=2048,
-)  # fmt: skip
+)
 SERVED_NAME = "smoke"
 
 
@@ -136,9 +140,15 @@ async def roll_out(policy: Policy, episodes: int, group_size: int, seed: int) ->
         for index in range(task.max_steps):
             t0 = time.perf_counter()
             out = await policy.act(
-                PolicyInput(messages=list(messages), tools=reset.tools, task=task,
-                            step_index=index, seed=episode_seed, choices=reset.choices)
-            )  # fmt: skip
+                PolicyInput(
+                    messages=list(messages),
+                    tools=reset.tools,
+                    task=task,
+                    step_index=index,
+                    seed=episode_seed,
+                    choices=reset.choices,
+                )
+            )
             policy_s += time.perf_counter() - t0
             if not out.token_ids or out.prompt_token_ids is None:
                 raise StageFailed(f"episode {i}: the hf policy recorded no token ids")
@@ -149,10 +159,15 @@ async def roll_out(policy: Policy, episodes: int, group_size: int, seed: int) ->
                 added.append(ChatMessage(role="user", content=out_step.observation))
             messages += added
             steps.append(
-                TrajectoryStep(step_index=index, messages=added, token_ids=out.token_ids,
-                               logprobs=out.logprobs, prompt_token_ids=out.prompt_token_ids,
-                               policy_version=policy.version)
-            )  # fmt: skip
+                TrajectoryStep(
+                    step_index=index,
+                    messages=added,
+                    token_ids=out.token_ids,
+                    logprobs=out.logprobs,
+                    prompt_token_ids=out.prompt_token_ids,
+                    policy_version=policy.version,
+                )
+            )
             if out_step.terminated or out_step.truncated:
                 break
         judgement = env.judge()
@@ -166,12 +181,18 @@ async def roll_out(policy: Policy, episodes: int, group_size: int, seed: int) ->
             outcome = Outcome.FAILURE
         trajectories.append(
             Trajectory(
-                episode_id=f"smoke-{i}", group_id=task.task_id, task_id=task.task_id,
-                env="choice", prompt=reset.prompt, steps=steps, outcome=outcome,
+                episode_id=f"smoke-{i}",
+                group_id=task.task_id,
+                task_id=task.task_id,
+                env="choice",
+                prompt=reset.prompt,
+                steps=steps,
+                outcome=outcome,
                 reward=judgement.reward - (UNSAFE_PENALTY if judgement.safety.unsafe else 0.0),
-                policy_version=policy.version, max_policy_version=policy.version,
+                policy_version=policy.version,
+                max_policy_version=policy.version,
             )
-        )  # fmt: skip
+        )
     return Rollout(trajectories, time.perf_counter() - started, policy_s, tokens, unsafe, success)
 
 
@@ -219,9 +240,11 @@ def http_json(url: str, body: dict[str, object] | None = None, timeout: float = 
     """GET (no body) or POST JSON; the decoded JSON reply."""
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(
-        url, data=data, headers={"Content-Type": "application/json"},
+        url,
+        data=data,
+        headers={"Content-Type": "application/json"},
         method="POST" if data is not None else "GET",
-    )  # fmt: skip
+    )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         raw = response.read()
     return json.loads(raw) if raw.strip() else None
@@ -232,10 +255,21 @@ def vllm_command(model_dir: Path, port: int) -> list[str]:
     exe = Path(sys.executable).with_name("vllm")
     serve = [str(exe)] if exe.is_file() else [shutil.which("vllm") or "vllm"]
     return [
-        *serve, "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
-        "--served-model-name", SERVED_NAME, "--max-model-len", "2048",
-        "--gpu-memory-utilization", "0.3", "--enforce-eager",
-    ]  # fmt: skip
+        *serve,
+        "serve",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--served-model-name",
+        SERVED_NAME,
+        "--max-model-len",
+        "2048",
+        "--gpu-memory-utilization",
+        "0.3",
+        "--enforce-eager",
+    ]
 
 
 def wait_healthy(base: str, server: subprocess.Popen[bytes], log: Path, timeout: float) -> float:
@@ -264,9 +298,14 @@ def complete(base: str, prompt_ids: list[int]) -> tuple[str, float, float]:
     started = time.perf_counter()
     reply = http_json(
         base + "/v1/completions",
-        {"model": SERVED_NAME, "prompt": prompt_ids, "max_tokens": 8, "temperature": 0,
-         "logprobs": 1},
-    )  # fmt: skip
+        {
+            "model": SERVED_NAME,
+            "prompt": prompt_ids,
+            "max_tokens": 8,
+            "temperature": 0,
+            "logprobs": 1,
+        },
+    )
     choice = reply["choices"][0]  # type: ignore[index]
     logprobs = choice["logprobs"]["token_logprobs"]
     return choice["text"], float(sum(logprobs)), time.perf_counter() - started
@@ -290,9 +329,12 @@ def vllm_stage(
     env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"}
     with log.open("wb") as sink:
         server = subprocess.Popen(
-            vllm_command(store.current, port), stdout=sink, stderr=subprocess.STDOUT, env=env,
+            vllm_command(store.current, port),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
             start_new_session=True,
-        )  # fmt: skip
+        )
     try:
         up_s = wait_healthy(base, server, log, timeout)
         prompt = rollout.trajectories[0].steps[0].prompt_token_ids or []
@@ -370,10 +412,15 @@ def run(args: argparse.Namespace, out: Path, started: float) -> int:
         say("model", f"{folder} ({params:.1f} M parameters) in {time.perf_counter() - t0:.1f} s")
     with stage("rollout"):
         t0 = time.perf_counter()
-        policy = make_policy(PolicyConfig(
-            kind="hf", checkpoint=str(folder), device=device, decode=args.decode,
-            max_new_tokens=args.max_new_tokens,
-        ))  # fmt: skip
+        policy = make_policy(
+            PolicyConfig(
+                kind="hf",
+                checkpoint=str(folder),
+                device=device,
+                decode=args.decode,
+                max_new_tokens=args.max_new_tokens,
+            )
+        )
         load_s = time.perf_counter() - t0
         rollout = asyncio.run(roll_out(policy, args.episodes, args.group_size, args.seed))
         n = len(rollout.trajectories)
@@ -387,10 +434,15 @@ def run(args: argparse.Namespace, out: Path, started: float) -> int:
         del policy
     with stage("train"):
         config = TrainerConfig(
-            device=device, policy_name="smoke", weight_dir=out, lr=args.lr,
-            seq_len=seq_len_for(rollout.trajectories), rows_per_micro_batch=4,
-            batch_size=n, max_batch_size=max(256, n),
-        )  # fmt: skip
+            device=device,
+            policy_name="smoke",
+            weight_dir=out,
+            lr=args.lr,
+            seq_len=seq_len_for(rollout.trajectories),
+            rows_per_micro_batch=4,
+            batch_size=n,
+            max_batch_size=max(256, n),
+        )
         learner = Learner(net, tokenizer, config, resolve_placement(config))  # type: ignore[arg-type]
         metrics = learner.update(rollout.trajectories)
         stats = learner.transformer.stats

@@ -35,8 +35,9 @@ def episode(tokenizer: object, task: TaskSpec, seed: int) -> tuple[list[int], li
 
 
 @torch.no_grad()
-def menu_probs(model: torch.nn.Module, tokenizer: object, ids: list[int],
-               menu: list[MenuEntry]) -> tuple[torch.Tensor, list[list[int]]]:  # fmt: skip
+def menu_probs(
+    model: torch.nn.Module, tokenizer: object, ids: list[int], menu: list[MenuEntry]
+) -> tuple[torch.Tensor, list[list[int]]]:
     """The policy's probability of each command, and each command's tokens (+ end)."""
     end = tokenizer.eos_token_id  # type: ignore[attr-defined]
     tails = [tokenizer(e.command, add_special_tokens=False)["input_ids"] + [end] for e in menu]  # type: ignore[operator]
@@ -44,8 +45,9 @@ def menu_probs(model: torch.nn.Module, tokenizer: object, ids: list[int],
     rows = torch.tensor([ids + t + [end] * (width - len(ids) - len(t)) for t in tails])
     logp = torch.log_softmax(model(input_ids=rows).logits[:, :-1].float(), -1)
     picked = logp.gather(-1, rows[:, 1:, None])[..., 0]
-    scores = torch.tensor([float(picked[i, len(ids) - 1 : len(ids) - 1 + len(t)].sum())
-                           for i, t in enumerate(tails)])  # fmt: skip
+    scores = torch.tensor(
+        [float(picked[i, len(ids) - 1 : len(ids) - 1 + len(t)].sum()) for i, t in enumerate(tails)]
+    )
     return torch.softmax(scores, 0), tails
 
 
@@ -69,10 +71,10 @@ def run(mode: str, lr: float, updates: int, per_chore: int) -> None:
     if mode == "lora":
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0,
-                                                 target_modules=LORA_TARGETS))  # fmt: skip
-    suite = [t.model_copy(update={"params": {**t.params, "shuffle": True}})
-             for t in choice_suite()]  # fmt: skip
+        model = get_peft_model(
+            model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=LORA_TARGETS)
+        )
+    suite = [t.model_copy(update={"params": {**t.params, "shuffle": True}}) for t in choice_suite()]
     train = [t for t in suite if t.params["split"] == "train"]
     held = [t for t in suite if t.params["split"] == "heldout"]
     params = [p for p in model.parameters() if p.requires_grad]
@@ -118,9 +120,12 @@ def run(mode: str, lr: float, updates: int, per_chore: int) -> None:
         seconds.append(time.perf_counter() - started)
     after = p_unsafe(model, tokenizer, held, 8)
     trainable = sum(p.numel() for p in params) / 1e6
-    print(f"{mode:5s} lr={lr:g} trainable={trainable:.1f}M  update s: "
-          f"{statistics.fmean(seconds):.1f} (min {min(seconds):.1f})  held-out P(unsafe) "
-          f"{before:.2f} -> {after:.2f}", flush=True)  # fmt: skip
+    print(
+        f"{mode:5s} lr={lr:g} trainable={trainable:.1f}M  update s: "
+        f"{statistics.fmean(seconds):.1f} (min {min(seconds):.1f})  held-out P(unsafe) "
+        f"{before:.2f} -> {after:.2f}",
+        flush=True,
+    )
 
 
 def main() -> None:

@@ -36,8 +36,10 @@ def synthetic_batch(start: int, n: int, rng: np.random.Generator, centers: np.nd
     cluster = rng.integers(0, len(centers), n)
     vectors = centers[cluster] + 0.35 * rng.standard_normal((n, DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    text = [f"observation {i}: topic {c} page with {i % 97} items; action click {i % 13}"
-            for i, c in zip(idx.tolist(), cluster.tolist(), strict=True)]  # fmt: skip
+    text = [
+        f"observation {i}: topic {c} page with {i % 97} items; action click {i % 13}"
+        for i, c in zip(idx.tolist(), cluster.tolist(), strict=True)
+    ]
     columns = {
         "event_id": [f"{i:032x}" for i in idx.tolist()],
         "schema": ["step/1"] * n,
@@ -59,8 +61,10 @@ def synthetic_batch(start: int, n: int, rng: np.random.Generator, centers: np.nd
     }
     table = pa.Table.from_pydict(columns, table_schema("steps"))
     flat = pa.array(vectors.reshape(-1), type=pa.float32())
-    return table.append_column(pa.field("vector", pa.list_(pa.float32(), DIM)),
-                               pa.FixedSizeListArray.from_arrays(flat, DIM))  # fmt: skip
+    return table.append_column(
+        pa.field("vector", pa.list_(pa.float32(), DIM)),
+        pa.FixedSizeListArray.from_arrays(flat, DIM),
+    )
 
 
 def percentiles(fn, queries: int) -> tuple[float, float]:
@@ -77,8 +81,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000, help="step rows to generate")
     parser.add_argument("--batch", type=int, default=20_000, help="rows per append")
-    parser.add_argument("--kmeans-iterations", type=int, default=10,
-                        help="k-means iterations of the IVF training")  # fmt: skip
+    parser.add_argument(
+        "--kmeans-iterations", type=int, default=10, help="k-means iterations of the IVF training"
+    )
     parser.add_argument("--queries", type=int, default=200, help="queries per kind")
     parser.add_argument("--db", type=Path, default=None, help="database folder (default: temp)")
     args = parser.parse_args()
@@ -98,8 +103,12 @@ def main() -> None:
     scalar_s = time.perf_counter() - start
     start = time.perf_counter()
     partitions = max(1, int(np.sqrt(args.rows)) // 2)
-    table.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=partitions,
-                                              max_iterations=args.kmeans_iterations))  # fmt: skip
+    table.create_index(
+        "vector",
+        config=IvfSq(
+            distance_type="cosine", num_partitions=partitions, max_iterations=args.kmeans_iterations
+        ),
+    )
     vector_s = time.perf_counter() - start
     episodes = args.rows // STEPS_PER_EPISODE
     probes = rng.standard_normal((args.queries, DIM)).astype(np.float32)
@@ -111,17 +120,26 @@ def main() -> None:
         assert rows.to_arrow().num_rows == STEPS_PER_EPISODE
 
     def filtered(q: int) -> None:
-        where = (f"env = 'env-{q % 8}' AND policy_version = {q % 10} AND "
-                 f"produced_at >= {1.7e9 + (q * 104729) % args.rows}")  # fmt: skip
+        where = (
+            f"env = 'env-{q % 8}' AND policy_version = {q % 10} AND "
+            f"produced_at >= {1.7e9 + (q * 104729) % args.rows}"
+        )
         table.search().where(where).limit(20).to_arrow()
 
     def semantic(q: int) -> None:
-        hits = (table.search(probes[q], vector_column_name="vector").distance_type("cosine")
-                .where(f"env = 'env-{q % 8}'", prefilter=True).limit(10).to_arrow())  # fmt: skip
+        hits = (
+            table.search(probes[q], vector_column_name="vector")
+            .distance_type("cosine")
+            .where(f"env = 'env-{q % 8}'", prefilter=True)
+            .limit(10)
+            .to_arrow()
+        )
         assert hits.num_rows == 10
 
-    print(f"rows={args.rows}: load {load_s:.1f}s ({args.rows / load_s:.0f} rows/s), scalar "
-          f"indexes {scalar_s:.1f}s, IVF-SQ({partitions} partitions) {vector_s:.1f}s")  # fmt: skip
+    print(
+        f"rows={args.rows}: load {load_s:.1f}s ({args.rows / load_s:.0f} rows/s), scalar "
+        f"indexes {scalar_s:.1f}s, IVF-SQ({partitions} partitions) {vector_s:.1f}s"
+    )
     for name, fn in (("lookup episode", lookup), ("filtered", filtered), ("semantic", semantic)):
         p50, p99 = percentiles(fn, args.queries)
         print(f"{name:>15}: p50 {p50:7.2f} ms   p99 {p99:7.2f} ms")

@@ -48,11 +48,17 @@ STATE = TopicSpec("bench-state", "episode", "own runtime's state", cleanup="comp
 def _verdict(step: Step, checker: str, episode_level: bool = False) -> Verdict:
     return Verdict(
         event_id=derive_id(checker, 1, step.episode_id if episode_level else step.event_id),
-        episode_id=step.episode_id, source_event_id=step.event_id,
-        step_index=None if episode_level else step.step_index, env=step.env, checker=checker,
-        risk_type="none", severity=Severity.NONE, score=0.0, decision=Decision.ALLOW,
+        episode_id=step.episode_id,
+        source_event_id=step.event_id,
+        step_index=None if episode_level else step.step_index,
+        env=step.env,
+        checker=checker,
+        risk_type="none",
+        severity=Severity.NONE,
+        score=0.0,
+        decision=Decision.ALLOW,
         produced_at=step.produced_at,  # the step's time: arrival minus this is the latency
-    )  # fmt: skip
+    )
 
 
 # ---------------------------------------------------------------------- the two runtimes
@@ -63,18 +69,27 @@ def serve_faust(settings: Settings, mode: str, home: Path) -> None:
     import faust
 
     app = faust.App(
-        f"bench-{settings.topic_prefix}{mode}", broker=f"kafka://{settings.kafka_bootstrap}",
-        store="memory://", value_serializer="json", key_serializer="json",
-        topic_partitions=settings.default_partitions, topic_replication_factor=1,
-        processing_guarantee="at_least_once", web_enabled=False, broker_commit_every=100,
-        broker_commit_interval=1.0, consumer_auto_offset_reset="earliest", producer_acks=-1,
-        datadir=str(home / "faust"), broker_session_timeout=10.0,
-        broker_rebalance_timeout=20.0, broker_heartbeat_interval=1.0,
+        f"bench-{settings.topic_prefix}{mode}",
+        broker=f"kafka://{settings.kafka_bootstrap}",
+        store="memory://",
+        value_serializer="json",
+        key_serializer="json",
+        topic_partitions=settings.default_partitions,
+        topic_replication_factor=1,
+        processing_guarantee="at_least_once",
+        web_enabled=False,
+        broker_commit_every=100,
+        broker_commit_interval=1.0,
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        datadir=str(home / "faust"),
+        broker_session_timeout=10.0,
+        broker_rebalance_timeout=20.0,
+        broker_heartbeat_interval=1.0,
         producer_max_request_size=9 * 1024 * 1024,
-    )  # fmt: skip
+    )
     steps = app.topic(settings.topic("steps"), key_serializer="raw", value_serializer="raw")
-    verdicts = app.topic(settings.topic("verdicts"), key_serializer="raw",
-                         value_serializer="raw")  # fmt: skip
+    verdicts = app.topic(settings.topic("verdicts"), key_serializer="raw", value_serializer="raw")
     seen = app.Table("seen", default=list, partitions=settings.default_partitions)
 
     async def send(verdict: Verdict) -> object:
@@ -143,12 +158,22 @@ async def serve_own(settings: Settings, mode: str) -> None:
                     indexes.add("done")
                 writes.append((key, ",".join(sorted(indexes)).encode(), d.partition))
             await asyncio.gather(*outputs)  # outputs first, then the state behind them
-            await asyncio.gather(*[await producer.send_raw(state_topic, key=k, value=v,
-                                   headers=[], partition=p) for k, v, p in writes])  # fmt: skip
+            await asyncio.gather(
+                *[
+                    await producer.send_raw(state_topic, key=k, value=v, headers=[], partition=p)
+                    for k, v, p in writes
+                ]
+            )
 
-        consumer = EventConsumer(["steps"], f"bench-{mode}", batch_handler=handle,
-                                 settings=settings, dlq_producer=producer, on_assigned=restore,
-                                 on_revoked=release)  # fmt: skip
+        consumer = EventConsumer(
+            ["steps"],
+            f"bench-{mode}",
+            batch_handler=handle,
+            settings=settings,
+            dlq_producer=producer,
+            on_assigned=restore,
+            on_revoked=release,
+        )
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, consumer.request_stop)
         async with consumer:
@@ -159,12 +184,18 @@ async def serve_own(settings: Settings, mode: str) -> None:
 
 
 def start(runtime: str, mode: str, settings: Settings, home: Path) -> subprocess.Popen[bytes]:
-    env = os.environ | {"SF_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-                        "SF_TOPIC_PREFIX": settings.topic_prefix}  # fmt: skip
+    env = os.environ | {
+        "SF_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "SF_TOPIC_PREFIX": settings.topic_prefix,
+    }
     home.mkdir(parents=True, exist_ok=True)
     log = open(home / f"{runtime}-{mode}.log", "ab")  # the child process keeps it open
-    return subprocess.Popen([sys.executable, __file__, "serve", runtime, mode, str(home)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, __file__, "serve", runtime, mode, str(home)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def fresh(bootstrap: str) -> Settings:
@@ -173,9 +204,19 @@ def fresh(bootstrap: str) -> Settings:
 
 def episode_steps(n: int, run: str) -> list[Step]:
     now = time.time()
-    return [Step(episode_id=f"{run}-{n}", step_index=i, env="bench", task_id="t",
-                 policy_version=0, observation="o", action=Action(text="a"), produced_at=now)
-            for i in range(STEPS_PER_EPISODE)]  # fmt: skip
+    return [
+        Step(
+            episode_id=f"{run}-{n}",
+            step_index=i,
+            env="bench",
+            task_id="t",
+            policy_version=0,
+            observation="o",
+            action=Action(text="a"),
+            produced_at=now,
+        )
+        for i in range(STEPS_PER_EPISODE)
+    ]
 
 
 class Outputs:
@@ -188,9 +229,12 @@ class Outputs:
         self.last_arrival = time.monotonic()
 
     async def follow(self, stop: asyncio.Event) -> None:
-        consumer = AIOKafkaConsumer(self.settings.topic("verdicts"),
-                                    bootstrap_servers=self.settings.kafka_bootstrap,
-                                    auto_offset_reset="earliest", group_id=None)  # fmt: skip
+        consumer = AIOKafkaConsumer(
+            self.settings.topic("verdicts"),
+            bootstrap_servers=self.settings.kafka_bootstrap,
+            auto_offset_reset="earliest",
+            group_id=None,
+        )
         await consumer.start()
         try:
             while not stop.is_set():
@@ -243,8 +287,13 @@ async def latency(runtime: str, bootstrap: str, rate: int, seconds: float, home:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     lat = outputs.latency
-    return {"runtime": runtime, "sent": sent, "answered": len(lat),
-            "p50_ms": 1000 * pct(lat, 0.5), "p99_ms": 1000 * pct(lat, 0.99)}  # fmt: skip
+    return {
+        "runtime": runtime,
+        "sent": sent,
+        "answered": len(lat),
+        "p50_ms": 1000 * pct(lat, 0.5),
+        "p99_ms": 1000 * pct(lat, 0.99),
+    }
 
 
 async def recovery(runtime: str, bootstrap: str, episodes: int, kills: int, home: Path) -> dict:
@@ -263,8 +312,9 @@ async def recovery(runtime: str, bootstrap: str, episodes: int, kills: int, home
             rng.shuffle(order)  # steps of an episode spread over the stream
             chunk = max(1, len(order) // (kills + 1))
             for k in range(kills + 1):
-                await producer.publish_many(order[k * chunk:(k + 1) * chunk] if k < kills
-                                            else order[k * chunk:])  # fmt: skip
+                await producer.publish_many(
+                    order[k * chunk : (k + 1) * chunk] if k < kills else order[k * chunk :]
+                )
                 await asyncio.sleep(rng.uniform(1.0, 4.0))
                 if k < kills:
                     proc.send_signal(signal.SIGKILL)
@@ -283,9 +333,14 @@ async def recovery(runtime: str, bootstrap: str, episodes: int, kills: int, home
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     got = outputs.by_episode
-    return {"runtime": runtime, "episodes": episodes, "restarts": restarts,
-            "lost": episodes - len(got), "duplicated": sum(c - 1 for c in got.values()),
-            "hangs": hangs}  # fmt: skip
+    return {
+        "runtime": runtime,
+        "episodes": episodes,
+        "restarts": restarts,
+        "lost": episodes - len(got),
+        "duplicated": sum(c - 1 for c in got.values()),
+        "hangs": hangs,
+    }
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -293,20 +348,24 @@ async def main(args: argparse.Namespace) -> None:
     results: dict[str, list[dict]] = {"latency": [], "recovery": []}
     for runtime in ("own", "faust"):
         print(f"latency: {runtime} ...", flush=True)
-        results["latency"].append(await latency(runtime, args.bootstrap, args.rate,
-                                                args.seconds, home))  # fmt: skip
+        results["latency"].append(
+            await latency(runtime, args.bootstrap, args.rate, args.seconds, home)
+        )
         print(results["latency"][-1], flush=True)
     for runtime in ("own", "faust"):
         print(f"recovery: {runtime} ...", flush=True)
-        results["recovery"].append(await recovery(runtime, args.bootstrap, args.episodes,
-                                                  args.kills, home))  # fmt: skip
+        results["recovery"].append(
+            await recovery(runtime, args.bootstrap, args.episodes, args.kills, home)
+        )
         print(results["recovery"][-1], flush=True)
     print("\n| runtime | steps/s | answered | p50 ms | p99 ms | lost | duplicated | hangs |")
     print("|---|---|---|---|---|---|---|---|")
     for lat, rec in zip(results["latency"], results["recovery"], strict=True):
-        print(f"| {lat['runtime']} | {args.rate} | {lat['answered']}/{lat['sent']} | "
-              f"{lat['p50_ms']:.0f} | {lat['p99_ms']:.0f} | {rec['lost']} | "
-              f"{rec['duplicated']} | {rec['hangs']} |")  # fmt: skip
+        print(
+            f"| {lat['runtime']} | {args.rate} | {lat['answered']}/{lat['sent']} | "
+            f"{lat['p50_ms']:.0f} | {lat['p99_ms']:.0f} | {rec['lost']} | "
+            f"{rec['duplicated']} | {rec['hangs']} |"
+        )
     (home / "runtime_compare.json").write_text(json.dumps(results, indent=1))
 
 

@@ -33,11 +33,15 @@ def make_deliveries(n: int, partitions: int = 3) -> list[Delivery]:
     out = []
     for i in range(n):
         step = Step(
-            episode_id=f"ep-{i // 20}", step_index=i % 20, env=f"env-{i % 4}",
-            task_id=f"task-{i // 200}", policy_version=i // 5000,
+            episode_id=f"ep-{i // 20}",
+            step_index=i % 20,
+            env=f"env-{i % 4}",
+            task_id=f"task-{i // 200}",
+            policy_version=i // 5000,
             observation=f"observation {i}: the page lists {i % 97} items and a note",
-            action=Action(text=f"click item {i % 13}"), tool_result=f"ok {i}",
-        )  # fmt: skip
+            action=Action(text=f"click item {i % 13}"),
+            tool_result=f"ok {i}",
+        )
         record = codec.encode(step)
         p = i % partitions
         out.append(
@@ -63,8 +67,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000, help="rows per batch (one commit)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; order alternates")
     parser.add_argument("--db", type=Path, default=None, help="database folder (default: temp)")
-    parser.add_argument("--embed-sample", type=int, default=0,
-                        help="also time MiniLM embedding of this many step texts")  # fmt: skip
+    parser.add_argument(
+        "--embed-sample",
+        type=int,
+        default=0,
+        help="also time MiniLM embedding of this many step texts",
+    )
     args = parser.parse_args()
     db_path = args.db or Path(tempfile.mkdtemp(prefix="sink-bench-"))
     deliveries = make_deliveries(args.rows)
@@ -75,10 +83,14 @@ def main() -> None:
         "raw add": lambda db, root: (db.create_table("raw", schema=schema).add, arrow),
         "sink": lambda db, root: (LanceSink(root / "sink").write_batch, chunks),
         "sink no id lookup": lambda db, root: (
-            LanceSink(root / "noid", check_ids=False).write_batch, chunks),
-        "merge_insert": lambda db, root: (_merge_insert(db.create_table("merge", schema=schema)),
-                                          arrow),
-    }  # fmt: skip
+            LanceSink(root / "noid", check_ids=False).write_batch,
+            chunks,
+        ),
+        "merge_insert": lambda db, root: (
+            _merge_insert(db.create_table("merge", schema=schema)),
+            arrow,
+        ),
+    }
     rates: dict[str, list[float]] = {name: [] for name in paths}
     for r in range(args.rounds):
         root = db_path / f"round{r}"
@@ -101,8 +113,10 @@ def main() -> None:
         embedder = MiniLMEmbedder()
         start = time.perf_counter()
         embedder.embed(texts)
-        print(f"{'MiniLM embedding':>18}: {len(texts) / (time.perf_counter() - start):10.0f} "
-              "texts/s (CPU)")  # fmt: skip
+        print(
+            f"{'MiniLM embedding':>18}: {len(texts) / (time.perf_counter() - start):10.0f} "
+            "texts/s (CPU)"
+        )
 
 
 if __name__ == "__main__":

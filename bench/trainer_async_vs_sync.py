@@ -84,8 +84,14 @@ from safactory.trainer.tokenizer import build_tokenizer
 from safactory.trainer.toytask import ALPHABET, make_trajectories, toy_tokenizer
 from safactory.trainer.weights import load_policy
 
-SHAPE = ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2,
-                    max_positions=32, alphabet=ALPHABET)  # fmt: skip
+SHAPE = ModelConfig(
+    hidden_size=32,
+    intermediate_size=64,
+    num_layers=1,
+    num_heads=2,
+    max_positions=32,
+    alphabet=ALPHABET,
+)
 SMOLLM2 = "smollm2-135m"
 
 
@@ -101,8 +107,13 @@ class ToyTask:
 
     def config(self, batch: int) -> dict[str, Any]:
         """The trainer's knobs for this model."""
-        return {"seq_len": 32, "rows_per_micro_batch": 64, "lr": 3e-3,
-                "max_batch_size": batch * 8, "model": SHAPE}  # fmt: skip
+        return {
+            "seq_len": 32,
+            "rows_per_micro_batch": 64,
+            "lr": 3e-3,
+            "max_batch_size": batch * 8,
+            "model": SHAPE,
+        }
 
     def learner_parts(self) -> tuple[Any, Any]:
         """The model to train (version 0) and its tokenizer."""
@@ -113,13 +124,20 @@ class ToyTask:
         model, _ = load_policy(announced.uri, announced.sha256)
         return model
 
-    async def episode(self, policy: Any, version: int, index: int, rng: random.Random,
-                      generator: torch.Generator) -> list[Trajectory]:  # fmt: skip
+    async def episode(
+        self, policy: Any, version: int, index: int, rng: random.Random, generator: torch.Generator
+    ) -> list[Trajectory]:
         """One sampled answer to a random digit, judged."""
         trajectories, _ = make_trajectories(
-            policy, self.tokenizer, version=version, groups=1, group_size=1, rng=rng,
-            generator=generator, safety_penalty=1.0,
-        )  # fmt: skip
+            policy,
+            self.tokenizer,
+            version=version,
+            groups=1,
+            group_size=1,
+            rng=rng,
+            generator=generator,
+            safety_penalty=1.0,
+        )
         return trajectories
 
 
@@ -134,15 +152,22 @@ class ChoiceTask:
 
     def __init__(self) -> None:
         suite = [t for t in choice_suite() if t.params.get("split") == "train"]
-        self.chores = [t.model_copy(update={"params": {**t.params, "shuffle": True}})
-                       for t in suite]  # fmt: skip
+        self.chores = [
+            t.model_copy(update={"params": {**t.params, "shuffle": True}}) for t in suite
+        ]
 
     def config(self, batch: int) -> dict[str, Any]:
         """The trainer's knobs: the demo's SmolLM2 profile; async takes at most 2 batches
         per update (an update's time grows with its batch)."""
-        return {"seq_len": 512, "rows_per_micro_batch": 2, "lr": 5e-5,
-                "max_batch_size": batch * 2, "keep_versions": 2, "keep_checkpoints": 1,
-                "model": ModelConfig(name=SMOLLM2)}  # fmt: skip
+        return {
+            "seq_len": 512,
+            "rows_per_micro_batch": 2,
+            "lr": 5e-5,
+            "max_batch_size": batch * 2,
+            "keep_versions": 2,
+            "keep_checkpoints": 1,
+            "model": ModelConfig(name=SMOLLM2),
+        }
 
     def learner_parts(self) -> tuple[Any, Any]:
         """SmolLM2-135M-Instruct (float32) and its tokenizer."""
@@ -150,31 +175,58 @@ class ChoiceTask:
 
     def load(self, announced: PolicyVersion) -> Any:
         """The hf policy on the announced version's folder."""
-        return HFLocalPolicy(announced.uri, version=announced.policy_version, decode="auto",
-                             max_new_tokens=16, name=self.policy_name)  # fmt: skip
+        return HFLocalPolicy(
+            announced.uri,
+            version=announced.policy_version,
+            decode="auto",
+            max_new_tokens=16,
+            name=self.policy_name,
+        )
 
-    async def episode(self, policy: Any, version: int, index: int, rng: random.Random,
-                      generator: torch.Generator) -> list[Trajectory]:  # fmt: skip
+    async def episode(
+        self, policy: Any, version: int, index: int, rng: random.Random, generator: torch.Generator
+    ) -> list[Trajectory]:
         """Worker ``index``'s chore, a new seed (menu order) each episode."""
         task = self.chores[(index // 2) % len(self.chores)]
         seed = rng.getrandbits(31)
         env = ChoiceEnv()
         reset = env.reset(task, seed)
-        out = await policy.act(PolicyInput(messages=list(reset.prompt), tools=reset.tools,
-                                           task=task, step_index=0, seed=seed,
-                                           choices=reset.choices))  # fmt: skip
+        out = await policy.act(
+            PolicyInput(
+                messages=list(reset.prompt),
+                tools=reset.tools,
+                task=task,
+                step_index=0,
+                seed=seed,
+                choices=reset.choices,
+            )
+        )
         env.step(env.resolve(out.action))
         judged = env.judge()
         reward = -1.0 if judged.safety.unsafe else judged.reward  # careful 1, look 0
-        return [Trajectory(
-            episode_id=new_id(), group_id=task.task_id, task_id=task.task_id, env="choice",
-            prompt=reset.prompt, reward=reward, policy_version=version,
-            outcome=Outcome.SUCCESS if judged.success else Outcome.FAILURE,
-            max_policy_version=version,
-            steps=[TrajectoryStep(step_index=0, messages=[out.message], token_ids=out.token_ids,
-                                  logprobs=out.logprobs, prompt_token_ids=out.prompt_token_ids,
-                                  policy_version=version)],
-        )]  # fmt: skip
+        return [
+            Trajectory(
+                episode_id=new_id(),
+                group_id=task.task_id,
+                task_id=task.task_id,
+                env="choice",
+                prompt=reset.prompt,
+                reward=reward,
+                policy_version=version,
+                outcome=Outcome.SUCCESS if judged.success else Outcome.FAILURE,
+                max_policy_version=version,
+                steps=[
+                    TrajectoryStep(
+                        step_index=0,
+                        messages=[out.message],
+                        token_ids=out.token_ids,
+                        logprobs=out.logprobs,
+                        prompt_token_ids=out.prompt_token_ids,
+                        policy_version=version,
+                    )
+                ],
+            )
+        ]
 
 
 TASKS: dict[str, type[ToyTask] | type[ChoiceTask]] = {"toy": ToyTask, SMOLLM2: ChoiceTask}
@@ -236,10 +288,14 @@ async def run_mode(args: argparse.Namespace, mode: str, rule: str = "header-only
     batch = args.workers
     task = TASKS[args.model]()
     cfg = TrainerConfig(
-        mode=mode, max_staleness=args.max_staleness, batch_size=batch,
-        policy_name=task.policy_name, weight_dir=work / "w", checkpoint_dir=work / "c",
+        mode=mode,
+        max_staleness=args.max_staleness,
+        batch_size=batch,
+        policy_name=task.policy_name,
+        weight_dir=work / "w",
+        checkpoint_dir=work / "c",
         **task.config(batch),
-    )  # fmt: skip
+    )
     model, tokenizer = task.learner_parts()
     learner = Learner(model, tokenizer, cfg, resolve_placement(cfg))
     if args.step_seconds > 0:
@@ -284,8 +340,9 @@ async def run_mode(args: argparse.Namespace, mode: str, rule: str = "header-only
                 began = time.perf_counter()
                 trajectories = await task.episode(policy, version, index, local, generator)
                 rollouts.append(time.perf_counter() - began)
-                await asyncio.sleep(local.lognormvariate(math.log(args.latency_median),
-                                                         args.latency_sigma))  # fmt: skip
+                await asyncio.sleep(
+                    local.lognormvariate(math.log(args.latency_median), args.latency_sigma)
+                )
                 await producer.publish_many(trajectories)
                 running -= 1
                 admission.episode_ended(index)
@@ -305,9 +362,17 @@ async def run_mode(args: argparse.Namespace, mode: str, rule: str = "header-only
         await asyncio.gather(*workers)
         await training
     shutil.rmtree(work, ignore_errors=True)
-    return Result(mode, rule if mode == "async" else "-", args.updates, consumed, skipped,
-                  seconds, dict(sorted(trainer.staleness.accepted.items())), train_seconds,
-                  statistics.fmean(rollouts))  # fmt: skip
+    return Result(
+        mode,
+        rule if mode == "async" else "-",
+        args.updates,
+        consumed,
+        skipped,
+        seconds,
+        dict(sorted(trainer.staleness.accepted.items())),
+        train_seconds,
+        statistics.fmean(rollouts),
+    )
 
 
 def _padded(
@@ -328,20 +393,31 @@ def tokens_per_second(args: argparse.Namespace) -> tuple[float, int]:
     torch.manual_seed(args.seed)
     tokenizer = build_tokenizer()
     cfg = TrainerConfig(batch_size=32, seq_len=128, rows_per_micro_batch=8)
-    learner = Learner(build_model(cfg.model, len(tokenizer)), tokenizer, cfg,
-                      resolve_placement(cfg))  # fmt: skip
+    learner = Learner(
+        build_model(cfg.model, len(tokenizer)), tokenizer, cfg, resolve_placement(cfg)
+    )
     rng = random.Random(args.seed)
     batch = []
     for i in range(cfg.batch_size):
         answer = [rng.randrange(10, len(tokenizer)) for _ in range(100)]
-        batch.append(Trajectory(
-            episode_id=f"e{i}", group_id=f"g{i // 8}", task_id="t", env="bench",
-            prompt=[ChatMessage(role="user", content="x" * 20)],
-            steps=[TrajectoryStep(step_index=0, token_ids=answer, logprobs=[-3.0] * 100,
-                                  policy_version=0)],
-            outcome=Outcome.SUCCESS, reward=float(i % 2), policy_version=0,
-            max_policy_version=0,
-        ))  # fmt: skip
+        batch.append(
+            Trajectory(
+                episode_id=f"e{i}",
+                group_id=f"g{i // 8}",
+                task_id="t",
+                env="bench",
+                prompt=[ChatMessage(role="user", content="x" * 20)],
+                steps=[
+                    TrajectoryStep(
+                        step_index=0, token_ids=answer, logprobs=[-3.0] * 100, policy_version=0
+                    )
+                ],
+                outcome=Outcome.SUCCESS,
+                reward=float(i % 2),
+                policy_version=0,
+                max_policy_version=0,
+            )
+        )
     learner.update(batch)  # warm-up
     rates = [learner.update(batch).tokens_per_s for _ in range(args.token_rounds)]
     return statistics.median(rates), cfg.batch_size
@@ -352,51 +428,81 @@ async def main(args: argparse.Namespace) -> None:
     if threads:
         torch.set_num_threads(threads)
     latency = f"lognormal(median {args.latency_median}s, sigma {args.latency_sigma})"
-    print(f"model={args.model} workers={args.workers} updates={args.updates} "
-          f"max_staleness={args.max_staleness} latency={latency} extra step seconds="
-          f"{args.step_seconds} torch threads={torch.get_num_threads()}")  # fmt: skip
+    print(
+        f"model={args.model} workers={args.workers} updates={args.updates} "
+        f"max_staleness={args.max_staleness} latency={latency} extra step seconds="
+        f"{args.step_seconds} torch threads={torch.get_num_threads()}"
+    )
     rules = ["header-only", "capacity"] if args.admission == "both" else [args.admission]
     results = [await run_mode(args, "sync")]
     results += [await run_mode(args, "async", rule) for rule in rules]
-    print(f"{'mode':6} {'admission':11} {'consumed':>9} {'per update':>11} {'s/update':>9} "
-          f"{'wall s':>7} {'traj/s':>7} {'skipped':>8} {'stale %':>8} {'train s/upd':>11} "
-          f"{'rollout s':>9}  staleness (lag: trained)")  # fmt: skip
+    print(
+        f"{'mode':6} {'admission':11} {'consumed':>9} {'per update':>11} {'s/update':>9} "
+        f"{'wall s':>7} {'traj/s':>7} {'skipped':>8} {'stale %':>8} {'train s/upd':>11} "
+        f"{'rollout s':>9}  staleness (lag: trained)"
+    )
     for r in results:
-        print(f"{r.mode:6} {r.admission:11} {r.consumed:9d} {r.per_update:11.1f} "
-              f"{r.seconds / r.updates:9.3f} {r.seconds:7.2f} {r.throughput:7.2f} "
-              f"{r.skipped:8d} {100 * r.stale_share:7.1f}% {r.train_seconds / r.updates:11.3f} "
-              f"{r.rollout_seconds:9.3f}  {r.staleness}")  # fmt: skip
+        print(
+            f"{r.mode:6} {r.admission:11} {r.consumed:9d} {r.per_update:11.1f} "
+            f"{r.seconds / r.updates:9.3f} {r.seconds:7.2f} {r.throughput:7.2f} "
+            f"{r.skipped:8d} {100 * r.stale_share:7.1f}% {r.train_seconds / r.updates:11.3f} "
+            f"{r.rollout_seconds:9.3f}  {r.staleness}"
+        )
     sync = results[0]
     for asyn in results[1:]:
-        print(f"async ({asyn.admission}) / sync: trajectories per update "
-              f"{asyn.per_update / sync.per_update:.2f}x, wall-clock for {args.updates} updates "
-              f"{sync.seconds / asyn.seconds:.2f}x faster, throughput "
-              f"{asyn.throughput / sync.throughput:.2f}x, stale {100 * asyn.stale_share:.1f}% "
-              f"({asyn.skipped} skipped / {asyn.consumed + asyn.skipped} finished)")  # fmt: skip
+        print(
+            f"async ({asyn.admission}) / sync: trajectories per update "
+            f"{asyn.per_update / sync.per_update:.2f}x, wall-clock for {args.updates} updates "
+            f"{sync.seconds / asyn.seconds:.2f}x faster, throughput "
+            f"{asyn.throughput / sync.throughput:.2f}x, stale {100 * asyn.stale_share:.1f}% "
+            f"({asyn.skipped} skipped / {asyn.consumed + asyn.skipped} finished)"
+        )
     if args.token_rounds and args.model == "toy":
         rate, batch = tokens_per_second(args)
-        print(f"trainer tokens/s on CPU (default model, {batch} trajectories of 121 tokens, "
-              f"median of {args.token_rounds}): {rate:,.0f} "
-              f"(torch threads {torch.get_num_threads()})")  # fmt: skip
+        print(
+            f"trainer tokens/s on CPU (default model, {batch} trajectories of 121 tokens, "
+            f"median of {args.token_rounds}): {rate:,.0f} "
+            f"(torch threads {torch.get_num_threads()})"
+        )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", choices=sorted(TASKS), default="toy",
-                        help="toy: the toy task's tiny model; smollm2-135m: SmolLM2-135M-Instruct "
-                        "on the choice environment (module docstring)")  # fmt: skip
+    parser.add_argument(
+        "--model",
+        choices=sorted(TASKS),
+        default="toy",
+        help="toy: the toy task's tiny model; smollm2-135m: SmolLM2-135M-Instruct "
+        "on the choice environment (module docstring)",
+    )
     parser.add_argument("--workers", type=int, default=16, help="simulation workers (= batch)")
     parser.add_argument("--updates", type=int, default=15, help="training updates per mode")
     parser.add_argument("--max-staleness", type=int, default=2, help="async staleness bound")
     parser.add_argument("--latency-median", type=float, default=0.1, help="env seconds, median")
     parser.add_argument("--latency-sigma", type=float, default=1.2, help="log-normal sigma")
-    parser.add_argument("--step-seconds", type=float, default=0.0,
-                        help="extra seconds per update (a bigger model's step)")  # fmt: skip
-    parser.add_argument("--admission", choices=["both", "header-only", "capacity"],
-                        default="both", help="async admission rule(s), one row each")  # fmt: skip
-    parser.add_argument("--token-rounds", type=int, default=5,
-                        help="updates timed for tokens/s, toy model only (0: skip)")  # fmt: skip
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads, 0: torch default [toy 0, smollm2-135m 1]")  # fmt: skip
+    parser.add_argument(
+        "--step-seconds",
+        type=float,
+        default=0.0,
+        help="extra seconds per update (a bigger model's step)",
+    )
+    parser.add_argument(
+        "--admission",
+        choices=["both", "header-only", "capacity"],
+        default="both",
+        help="async admission rule(s), one row each",
+    )
+    parser.add_argument(
+        "--token-rounds",
+        type=int,
+        default=5,
+        help="updates timed for tokens/s, toy model only (0: skip)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads, 0: torch default [toy 0, smollm2-135m 1]",
+    )
     parser.add_argument("--seed", type=int, default=0)
     asyncio.run(main(parser.parse_args()))

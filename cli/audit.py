@@ -159,8 +159,14 @@ def audit(
 
 def skipped_line(entry: SkippedRecord) -> dict[str, object]:
     """The audit line of a record that could not be read."""
-    return {"id": entry.id, "unsafe": None, "score": None, "risk_types": [],
-            "first_unsafe_step": None, "error": entry.reason}  # fmt: skip
+    return {
+        "id": entry.id,
+        "unsafe": None,
+        "score": None,
+        "risk_types": [],
+        "first_unsafe_step": None,
+        "error": entry.reason,
+    }
 
 
 def import_traces(
@@ -213,7 +219,10 @@ def worker_audit(
 
     engine = _engine(checkers, judge_timeout)
     worker = AuditWorker(
-        engine, get_settings(), context_limit=context_limit, context_ttl_s=context_ttl,
+        engine,
+        get_settings(),
+        context_limit=context_limit,
+        context_ttl_s=context_ttl,
         shed_after_s=shed_after or None,
-    )  # fmt: skip
+    )
     worker.run(log_level)

@@ -64,10 +64,14 @@ def sink(
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
     options = SinkOptions(
-        db_path=db, group_id=group, max_records=max_records, gather_s=gather,
-        maintain_every_s=maintain_every, keep_versions=timedelta(minutes=keep_versions),
+        db_path=db,
+        group_id=group,
+        max_records=max_records,
+        gather_s=gather,
+        maintain_every_s=maintain_every,
+        keep_versions=timedelta(minutes=keep_versions),
         idle_timeout_s=idle_exit,
-    )  # fmt: skip
+    )
     embedder = MiniLMEmbedder() if embed else None
     try:
         result = aio.run(run_sink(get_settings(), options, embedder))
@@ -123,10 +127,12 @@ def assemble(
         except (LookupError, ValueError) as exc:
             raise _fail(f"--rule {rule}: {exc}") from None
     config = AssemblerConfig(
-        reward_rule=reward_rule, require_verdicts=require_verdicts,
-        required_checkers=frozenset(checker or ()), verdict_timeout_s=verdict_timeout,
+        reward_rule=reward_rule,
+        require_verdicts=require_verdicts,
+        required_checkers=frozenset(checker or ()),
+        verdict_timeout_s=verdict_timeout,
         episode_timeout_s=episode_timeout,
-    )  # fmt: skip
+    )
     AssemblerWorker(get_settings(), config).run("info" if verbose else "warning")
 
 
@@ -143,10 +149,15 @@ UntilOpt = Annotated[str | None, typer.Option(help="produced before (unix s or I
 
 
 def _selection(
-    env: str | None, task: str | None, risk_type: str | None, severity: str | None,
-    policy_version: int | None, min_policy_version: int | None, since: str | None,
+    env: str | None,
+    task: str | None,
+    risk_type: str | None,
+    severity: str | None,
+    policy_version: int | None,
+    min_policy_version: int | None,
+    since: str | None,
     until: str | None,
-) -> Selection:  # fmt: skip
+) -> Selection:
     from ..schemas import Severity
     from ..sinks.query import Selection
 
@@ -159,10 +170,15 @@ def _selection(
             raise _fail(f"--severity {severity!r}: choose one of {choices}") from None
     start, end = _time("--since", since), _time("--until", until)
     return Selection(
-        env=env, task=task, risk_type=risk_type, min_severity=min_severity,
-        policy_version=policy_version, min_policy_version=min_policy_version,
-        since=start, until=end,
-    )  # fmt: skip
+        env=env,
+        task=task,
+        risk_type=risk_type,
+        min_severity=min_severity,
+        policy_version=policy_version,
+        min_policy_version=min_policy_version,
+        since=start,
+        until=end,
+    )
 
 
 def _time(option: str, text: str | None) -> float | None:
@@ -229,8 +245,9 @@ def query(
 
     from ..sinks.query import QueryError, run_query
 
-    sel = _selection(env, task, risk_type, severity, policy_version, min_policy_version,
-                     since, until)  # fmt: skip
+    sel = _selection(
+        env, task, risk_type, severity, policy_version, min_policy_version, since, until
+    )
     embedder = None
     if like is not None and table in ("steps", "skills"):
         from ..sinks.embed import MiniLMEmbedder
@@ -304,8 +321,9 @@ def export(
         )
     if min_reward is not None and not math.isfinite(min_reward):
         raise _fail(f"--min-reward {min_reward}: give a finite number, e.g. --min-reward 0.5")
-    sel = _selection(env, task, risk_type, severity, policy_version, min_policy_version,
-                     since, until)  # fmt: skip
+    sel = _selection(
+        env, task, risk_type, severity, policy_version, min_policy_version, since, until
+    )
     try:
         facts = export_trajectories(db, out, sel, fmt=fmt, min_reward=min_reward, tag=tag)  # type: ignore[arg-type]
     except QueryError as exc:
@@ -345,10 +363,13 @@ def score(
 
         if not (model / "config.json").is_file():
             raise _fail(f"--model {model}: no config.json there; give a saved HF model folder")
-        lm = LMScorer(AutoModelForCausalLM.from_pretrained(model, local_files_only=True),
-                      AutoTokenizer.from_pretrained(model, local_files_only=True))  # fmt: skip
-    stats = aio.run(run_scorer(get_settings(), MiniLM(), lm, group_id=group,
-                                   idle_timeout_s=idle_exit))  # fmt: skip
+        lm = LMScorer(
+            AutoModelForCausalLM.from_pretrained(model, local_files_only=True),
+            AutoTokenizer.from_pretrained(model, local_files_only=True),
+        )
+    stats = aio.run(
+        run_scorer(get_settings(), MiniLM(), lm, group_id=group, idle_timeout_s=idle_exit)
+    )
     console.print(f"scorer stopped: {stats}")
 
 
@@ -372,7 +393,12 @@ def skills(
     from ..streams.skills.worker import run_skills
 
     library = SkillLibrary(MiniLM(), merge_above=merge_above)
-    run = run_skills(get_settings(), library, group_id=group, verdict_wait_s=verdict_wait,
-                     idle_timeout_s=idle_exit)  # fmt: skip
+    run = run_skills(
+        get_settings(),
+        library,
+        group_id=group,
+        verdict_wait_s=verdict_wait,
+        idle_timeout_s=idle_exit,
+    )
     stats = aio.run(run)
     console.print(f"skills worker stopped: {stats}")

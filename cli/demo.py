@@ -81,19 +81,31 @@ class Profile:
 
 PROFILES = {
     "smollm2-135m": Profile(
-        model="smollm2-135m", rounds=7, episodes=24, lr=1e-4, max_new_tokens=16, decode="auto",
+        model="smollm2-135m",
+        rounds=7,
+        episodes=24,
+        lr=1e-4,
+        max_new_tokens=16,
+        decode="auto",
         shuffle=True,
         trainer="seq_len = 512\nrows_per_micro_batch = 2\nminibatches = 1\n"
-                "keep_checkpoints = 1\nkeep_versions = 2\n", threads=2,
+        "keep_checkpoints = 1\nkeep_versions = 2\n",
+        threads=2,
     ),
     "tiny": Profile(
-        model="tiny", rounds=5, episodes=24, lr=0.02, max_new_tokens=1, decode="free",
+        model="tiny",
+        rounds=5,
+        episodes=24,
+        lr=0.02,
+        max_new_tokens=1,
+        decode="free",
         shuffle=False,
-        trainer=f"seq_len = 384\nminibatches = 2\n\n[trainer.model]\nname = \"tiny\"\n"
-                f"hidden_size = 64\nintermediate_size = 128\nnum_layers = 2\nnum_heads = 4\n"
-                f"max_positions = 512\nalphabet = \"{LABELS}\"\n", threads=1,
+        trainer=f'seq_len = 384\nminibatches = 2\n\n[trainer.model]\nname = "tiny"\n'
+        f"hidden_size = 64\nintermediate_size = 128\nnum_layers = 2\nnum_heads = 4\n"
+        f'max_positions = 512\nalphabet = "{LABELS}"\n',
+        threads=1,
     ),
-}  # fmt: skip
+}
 HELD_OUT = "-heldout-"
 """In the task ids of evaluation episodes; the trainer never trains on them."""
 
@@ -208,11 +220,15 @@ class Demo:
         tasks = []
         for i in range(self.episodes):
             spec = suite[i % len(suite)]
-            tasks.append(Task(
-                task_id=f"{self.run}-r{index}-{tag}{i:03d}-{spec.task_id}", env=ENV,
-                spec={"suite_task": spec.task_id, "params": {"shuffle": self.shuffle}},
-                seed=first + i, group_id=f"{self.run}-r{index}-{spec.task_id}",
-            ))  # fmt: skip
+            tasks.append(
+                Task(
+                    task_id=f"{self.run}-r{index}-{tag}{i:03d}-{spec.task_id}",
+                    env=ENV,
+                    spec={"suite_task": spec.task_id, "params": {"shuffle": self.shuffle}},
+                    seed=first + i,
+                    group_id=f"{self.run}-r{index}-{spec.task_id}",
+                )
+            )
         return tasks
 
     async def round(self, index: int, producer: EventProducer, progress: Progress) -> RoundResult:
@@ -222,14 +238,21 @@ class Demo:
         ids = {t.task_id for t in tasks}
         await producer.publish_many(tasks)
         label = f"round {index} · {kind}"
-        await self.wait(f"{label} · episodes", lambda: len(self.tally.ended_for(ids)),
-                        len(tasks), "simulate", progress)  # fmt: skip
+        await self.wait(
+            f"{label} · episodes",
+            lambda: len(self.tally.ended_for(ids)),
+            len(tasks),
+            "simulate",
+            progress,
+        )
         episodes = {e.episode_id for e in self.tally.ended_for(ids)}
         await self.wait(
             f"{label} · trajectories",
-            lambda: len(episodes & self.tally.trajectories.keys()), len(episodes), "assemble",
+            lambda: len(episodes & self.tally.trajectories.keys()),
+            len(episodes),
+            "assemble",
             progress,
-        )  # fmt: skip
+        )
         return self.result(index, kind, ids)
 
     def result(self, index: int, kind: str, ids: set[str]) -> RoundResult:
@@ -239,20 +262,26 @@ class Demo:
         unsafe = [e for e in ended if e.safety is not None and e.safety.unsafe]
         rewards = [self.tally.trajectories[e].reward for e in episodes]
         return RoundResult(
-            index=index, kind=kind, episodes=len(ended),
+            index=index,
+            kind=kind,
+            episodes=len(ended),
             versions=dict(Counter(e.policy_version or 0 for e in ended)),
             unsafe=len(unsafe),
             done_safely=sum(e.outcome.value == "success" and e not in unsafe for e in ended),
             mean_reward=statistics.fmean(rewards) if rewards else 0.0,
             alerts=dict(self.tally.alerts_by_risk(episodes)),
             violations=dict(Counter(v for e in unsafe for v in e.safety.violations)),  # type: ignore[union-attr]
-        )  # fmt: skip
+        )
 
     async def wait_version(self, version: int, progress: Progress) -> None:
         """Wait for the trainer to announce ``version``."""
-        await self.wait(f"trainer · update → v{version}",
-                        lambda: int((self.tally.latest_version or 0) >= version), 1,
-                        "train", progress)  # fmt: skip
+        await self.wait(
+            f"trainer · update → v{version}",
+            lambda: int((self.tally.latest_version or 0) >= version),
+            1,
+            "train",
+            progress,
+        )
 
     async def stored(self, db: Path, progress: Progress) -> dict[str, dict[str, int]]:
         """Wait until LanceDB holds every trajectory and step seen; count rows per table."""
@@ -267,8 +296,13 @@ class Demo:
                 return 0
 
         for table, total in expected.items():
-            await self.wait(f"sink · {table} in LanceDB", lambda t=table: rows(t), total,  # type: ignore[misc]
-                            "sink", progress)  # fmt: skip
+            await self.wait(
+                f"sink · {table} in LanceDB",
+                lambda t=table: rows(t),
+                total,  # type: ignore[misc]
+                "sink",
+                progress,
+            )
         out = {}
         for table in LANCE_TABLES:
             try:
@@ -278,9 +312,13 @@ class Demo:
                 continue
             column = ids["event_id"].to_pylist()
             out[table] = {"rows": len(column), "distinct": len(set(column))}
-        risky = run_query(db, "trajectories",
-                          Selection(risk_type="destructive_operation", min_severity=Severity.HIGH),
-                          limit=100_000, columns=["event_id"])  # fmt: skip
+        risky = run_query(
+            db,
+            "trajectories",
+            Selection(risk_type="destructive_operation", min_severity=Severity.HIGH),
+            limit=100_000,
+            columns=["event_id"],
+        )
         out["trajectories_with_destructive_verdict"] = {"rows": risky.num_rows}
         return out
 
@@ -293,11 +331,19 @@ def _interrupted(signum: int, frame: object) -> None:
 
 def _child_env(prefix: str, workdir: Path, db: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "SF_TOPIC_PREFIX": prefix, "SF_HOME": str(workdir / "home"), "SF_LANCEDB": str(db),
-        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
-    })  # fmt: skip
+    env.update(
+        {
+            "SF_TOPIC_PREFIX": prefix,
+            "SF_HOME": str(workdir / "home"),
+            "SF_LANCEDB": str(db),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     return env
 
 
@@ -305,15 +351,24 @@ def _headline(before: RoundResult, after: RoundResult) -> Table:
     table = Table(title="before vs after training, on held-out chores (same tasks and seeds)")
     table.add_column("")
     table.add_column(f"before (round 0, v{max(before.versions, default=0)})", justify="right")
-    table.add_column(f"after (round {after.index}, v{max(after.versions, default=0)})",
-                     justify="right")  # fmt: skip
-    table.add_row("unsafe-action rate (env ground truth)",
-                  f"{before.unsafe}/{before.episodes} = {before.unsafe_rate:.0%}",
-                  f"{after.unsafe}/{after.episodes} = {after.unsafe_rate:.0%}")  # fmt: skip
-    table.add_row("task done safely", f"{before.done_safely}/{before.episodes}",
-                  f"{after.done_safely}/{after.episodes}")  # fmt: skip
-    table.add_row("mean reward (task − safety penalties)", f"{before.mean_reward:+.2f}",
-                  f"{after.mean_reward:+.2f}")  # fmt: skip
+    table.add_column(
+        f"after (round {after.index}, v{max(after.versions, default=0)})", justify="right"
+    )
+    table.add_row(
+        "unsafe-action rate (env ground truth)",
+        f"{before.unsafe}/{before.episodes} = {before.unsafe_rate:.0%}",
+        f"{after.unsafe}/{after.episodes} = {after.unsafe_rate:.0%}",
+    )
+    table.add_row(
+        "task done safely",
+        f"{before.done_safely}/{before.episodes}",
+        f"{after.done_safely}/{after.episodes}",
+    )
+    table.add_row(
+        "mean reward (task − safety penalties)",
+        f"{before.mean_reward:+.2f}",
+        f"{after.mean_reward:+.2f}",
+    )
     table.add_row(
         "alerts raised", str(sum(before.alerts.values())), str(sum(after.alerts.values()))
     )
@@ -330,14 +385,19 @@ def _totals(tally: Tally, stored: dict[str, dict[str, int]]) -> Table:
     table.add_row("steps published (sf.steps)", str(len(tally.steps)))
     table.add_row("verdicts (worker audit)", str(tally.verdicts))
     table.add_row("alerts by risk type (sf.alerts)", f"{len(tally.alerts)}: {by_risk}")
-    table.add_row("trajectories assembled (worker assemble)",
-                  f"{len(tally.trajectories)} ({with_verdicts} with verdicts; completed by "
-                  f"{dict(completed)}; {tally.trajectory_records} records)")  # fmt: skip
-    table.add_row("rows in LanceDB (worker sink): rows / distinct ids",
-                  ", ".join(f"{k} {v['rows']}/{v['distinct']}" for k, v in stored.items()
-                            if "distinct" in v))  # fmt: skip
-    table.add_row("trajectories with a high destructive_operation verdict (query)",
-                  str(stored["trajectories_with_destructive_verdict"]["rows"]))  # fmt: skip
+    table.add_row(
+        "trajectories assembled (worker assemble)",
+        f"{len(tally.trajectories)} ({with_verdicts} with verdicts; completed by "
+        f"{dict(completed)}; {tally.trajectory_records} records)",
+    )
+    table.add_row(
+        "rows in LanceDB (worker sink): rows / distinct ids",
+        ", ".join(f"{k} {v['rows']}/{v['distinct']}" for k, v in stored.items() if "distinct" in v),
+    )
+    table.add_row(
+        "trajectories with a high destructive_operation verdict (query)",
+        str(stored["trajectories_with_destructive_verdict"]["rows"]),
+    )
     table.add_row(
         "policy versions published (train)", ", ".join(f"v{v}" for v in sorted(tally.policy))
     )
@@ -359,9 +419,8 @@ EpisodesOpt = Annotated[
 ]
 RoundsOpt = Annotated[
     int | None,
-    typer.Option(min=1, help="training rounds between the before and after rounds "
-                             "[model default]"),
-]  # fmt: skip
+    typer.Option(min=1, help="training rounds between the before and after rounds [model default]"),
+]
 WorkdirOpt = Annotated[
     Path | None,
     typer.Option(help="logs, weights, checkpoints, LanceDB, summary.json ($SF_HOME/demo/<run>)"),
@@ -380,18 +439,23 @@ TimeoutOpt = Annotated[
 ]
 VerdictWaitOpt = Annotated[
     float,
-    typer.Option(help="seconds the assembler waits for an episode's verdicts after its end "
-                      "(a fallback: episodes complete as soon as every step is audited)"),
-]  # fmt: skip
+    typer.Option(
+        help="seconds the assembler waits for an episode's verdicts after its end "
+        "(a fallback: episodes complete as soon as every step is audited)"
+    ),
+]
 EmbedOpt = Annotated[bool, typer.Option(help="sink: MiniLM vectors for `query --like` (slower)")]
 KeepOpt = Annotated[
     bool, typer.Option(help="leave the workers running after the summary, until Ctrl-C")
 ]
 KeepRunsOpt = Annotated[
     int,
-    typer.Option(min=1, help="demo runs kept (this one included): older runs' topics and "
-                             "$SF_HOME/demo folders are deleted first, so the broker stays fast"),
-]  # fmt: skip
+    typer.Option(
+        min=1,
+        help="demo runs kept (this one included): older runs' topics and "
+        "$SF_HOME/demo folders are deleted first, so the broker stays fast",
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -441,9 +505,17 @@ def demo(
         raise typer.Exit(code=2)
     profile = PROFILES[model]
     options = DemoOptions(
-        profile, episodes or profile.episodes, rounds or profile.rounds, seed,
-        profile.lr if lr is None else lr, concurrency, timeout, verdict_wait, embed, keep_running,
-    )  # fmt: skip
+        profile,
+        episodes or profile.episodes,
+        rounds or profile.rounds,
+        seed,
+        profile.lr if lr is None else lr,
+        concurrency,
+        timeout,
+        verdict_wait,
+        embed,
+        keep_running,
+    )
     if model != "tiny":
         from ..infra.models import ModelError, resolve_model
 
@@ -459,14 +531,18 @@ def demo(
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
     if pruned:
-        console.print(f"removed {len(pruned)} older demo runs ({', '.join(pruned)}): their "
-                      f"topics and folders (--keep-runs {keep_runs})")  # fmt: skip
+        console.print(
+            f"removed {len(pruned)} older demo runs ({', '.join(pruned)}): their "
+            f"topics and folders (--keep-runs {keep_runs})"
+        )
     run = f"demo-{new_id()[:8]}"
     settings = base.model_copy(update={"topic_prefix": f"{run}."})
     workdir = (workdir or base.home / "demo" / run).resolve()
     if (workdir / "checkpoints").exists():
-        err.print(f"[red]error:[/red] --workdir {workdir} holds an earlier run (checkpoints/): "
-                  "the trainer would resume it, not start at v0; choose a new folder")  # fmt: skip
+        err.print(
+            f"[red]error:[/red] --workdir {workdir} holds an earlier run (checkpoints/): "
+            "the trainer would resume it, not start at v0; choose a new folder"
+        )
         raise typer.Exit(code=2)
     workdir.mkdir(parents=True, exist_ok=True)
     db = workdir / "lancedb"
@@ -479,8 +555,9 @@ def demo(
         signal.signal(signal.SIGINT, signal.default_int_handler)  # workers must heed SIGINT
     for stop_signal in (signal.SIGTERM, signal.SIGHUP):  # kill, a closed terminal: as Ctrl-C
         signal.signal(stop_signal, _interrupted)  # (the workers run in sessions of their own)
-    console.print(f"[bold]safactory demo[/bold] {run}: topics {settings.topic_prefix}*, "
-                  f"workdir {workdir}")  # fmt: skip
+    console.print(
+        f"[bold]safactory demo[/bold] {run}: topics {settings.topic_prefix}*, workdir {workdir}"
+    )
     started = time.monotonic()
     try:
         asyncio.run(_main(settings, fleet, workdir, db, run, options))
@@ -501,18 +578,25 @@ def demo(
     summary = json.loads(summary_file.read_text())
     summary.update(seconds=round(time.monotonic() - started, 1), killed_on_stop=killed)
     summary_file.write_text(json.dumps(summary, indent=2))
-    console.print(f"done in {time.monotonic() - started:.0f}s; workers stopped"
-                  f"{f' (had to kill {killed})' if killed else ''}; summary in "
-                  f"{workdir / 'summary.json'}")  # fmt: skip
-    console.print(f"look around: safactory query --db {db} --table trajectories "
-                  "--risk-type destructive_operation")  # fmt: skip
+    console.print(
+        f"done in {time.monotonic() - started:.0f}s; workers stopped"
+        f"{f' (had to kill {killed})' if killed else ''}; summary in "
+        f"{workdir / 'summary.json'}"
+    )
+    console.print(
+        f"look around: safactory query --db {db} --table trajectories "
+        "--risk-type destructive_operation"
+    )
 
 
 def _prune_runs(base: Settings, keep: int) -> list[str]:
     """Delete the topics and ``$SF_HOME/demo`` folders of all but the ``keep`` newest demo
     runs (every run leaves about 20 topics: a broker holding thousands starts slowly)."""
-    runs = sorted((d for d in (base.home / "demo").glob("demo-*") if d.is_dir()),
-                  key=lambda d: d.stat().st_mtime, reverse=True)  # fmt: skip
+    runs = sorted(
+        (d for d in (base.home / "demo").glob("demo-*") if d.is_dir()),
+        key=lambda d: d.stat().st_mtime,
+        reverse=True,
+    )
     kept = {d.name for d in runs[:keep]}
 
     def old(topic: str) -> bool:
@@ -539,29 +623,72 @@ async def _main(
         fleet.start(
             "assemble", ["worker", "assemble", "--verdict-timeout", f"{options.verdict_wait:g}"]
         )
-        fleet.start("sink", ["worker", "sink", "--db", str(db), "--group", f"{run}-sink",
-                             "--embed" if options.embed else "--no-embed"])  # fmt: skip
-        threads = {"OMP_NUM_THREADS": str(options.profile.threads),
-                   "MKL_NUM_THREADS": str(options.profile.threads)}  # fmt: skip
-        fleet.start("train", ["train", "--config", str(workdir / "trainer.toml"), "--no-live"],
-                    env=threads)  # fmt: skip
+        fleet.start(
+            "sink",
+            [
+                "worker",
+                "sink",
+                "--db",
+                str(db),
+                "--group",
+                f"{run}-sink",
+                "--embed" if options.embed else "--no-embed",
+            ],
+        )
+        threads = {
+            "OMP_NUM_THREADS": str(options.profile.threads),
+            "MKL_NUM_THREADS": str(options.profile.threads),
+        }
+        fleet.start(
+            "train", ["train", "--config", str(workdir / "trainer.toml"), "--no-live"], env=threads
+        )
         demo = Demo(settings, fleet, observer, options, run)
-        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn())  # fmt: skip
+        columns = (
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+        )
         with Progress(*columns, console=console, transient=True) as progress:
-            await demo.wait(f"trainer · announce v0 ({options.profile.model})",
-                            lambda: int(0 in demo.tally.policy), 1, "train", progress)  # fmt: skip
+            await demo.wait(
+                f"trainer · announce v0 ({options.profile.model})",
+                lambda: int(0 in demo.tally.policy),
+                1,
+                "train",
+                progress,
+            )
             v0 = demo.tally.policy[0]
             console.print(f"trainer announced v0 at {v0.uri}")
-            fleet.start("simulate", [
-                "simulate", "worker", "--policy", "hf", "--checkpoint", v0.uri,
-                "--max-new-tokens", str(options.profile.max_new_tokens), "--max-staleness", "0",
-                "--decode", options.profile.decode,
-                "--concurrency", str(options.concurrency), "--group", f"{run}-sim",
-                "--warm", ENV, "--timeout", "120",
-            ], env=threads)  # fmt: skip
-            console.print("workers: " + ", ".join(f"{w.name} (pid {w.process.pid})"
-                                                  for w in fleet.workers.values()))  # fmt: skip
+            fleet.start(
+                "simulate",
+                [
+                    "simulate",
+                    "worker",
+                    "--policy",
+                    "hf",
+                    "--checkpoint",
+                    v0.uri,
+                    "--max-new-tokens",
+                    str(options.profile.max_new_tokens),
+                    "--max-staleness",
+                    "0",
+                    "--decode",
+                    options.profile.decode,
+                    "--concurrency",
+                    str(options.concurrency),
+                    "--group",
+                    f"{run}-sim",
+                    "--warm",
+                    ENV,
+                    "--timeout",
+                    "120",
+                ],
+                env=threads,
+            )
+            console.print(
+                "workers: "
+                + ", ".join(f"{w.name} (pid {w.process.pid})" for w in fleet.workers.values())
+            )
             async with EventProducer(settings) as producer:
                 for index in range(options.rounds + 2):
                     began = time.monotonic()
@@ -583,8 +710,7 @@ async def _main(
         summary = _summary(run, settings, workdir, fleet, demo, stored)
         (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
         if options.keep_running:
-            console.print("workers keep running (logs in "
-                          f"{fleet.log_dir}); Ctrl-C stops them")  # fmt: skip
+            console.print(f"workers keep running (logs in {fleet.log_dir}); Ctrl-C stops them")
             while True:
                 fleet.check()
                 await asyncio.sleep(1.0)
@@ -594,26 +720,35 @@ async def _main(
 
 
 def _summary(
-    run: str, settings: Settings, workdir: Path, fleet: Fleet, demo: Demo,
+    run: str,
+    settings: Settings,
+    workdir: Path,
+    fleet: Fleet,
+    demo: Demo,
     stored: dict[str, dict[str, int]],
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     tally = demo.tally
     return {
         "run": run,
         "topic_prefix": settings.topic_prefix,
         "workdir": str(workdir),
         "rounds": [r.__dict__ for r in demo.results],
-        "before": {"unsafe_rate": demo.results[0].unsafe_rate,
-                   "mean_reward": demo.results[0].mean_reward},
-        "after": {"unsafe_rate": demo.results[-1].unsafe_rate,
-                  "mean_reward": demo.results[-1].mean_reward},
+        "before": {
+            "unsafe_rate": demo.results[0].unsafe_rate,
+            "mean_reward": demo.results[0].mean_reward,
+        },
+        "after": {
+            "unsafe_rate": demo.results[-1].unsafe_rate,
+            "mean_reward": demo.results[-1].mean_reward,
+        },
         "episodes": len(tally.ended),
         "steps": len(tally.steps),
         "verdicts": tally.verdicts,
         "alerts_by_risk": dict(tally.alerts_by_risk()),
         "alerted_episodes": sorted(tally.alerted_episodes()),
-        "unsafe_episodes": sorted(e.episode_id for e in tally.ended.values()
-                                  if e.safety is not None and e.safety.unsafe),
+        "unsafe_episodes": sorted(
+            e.episode_id for e in tally.ended.values() if e.safety is not None and e.safety.unsafe
+        ),
         "trajectories": len(tally.trajectories),
         "trajectories_with_verdicts": sum(bool(t.verdict_ids) for t in tally.trajectories.values()),
         "trajectory_records": tally.trajectory_records,
@@ -622,4 +757,4 @@ def _summary(
         "lancedb": stored,
         "logs": {name: str(w.log) for name, w in fleet.workers.items()},
         "commands": {name: w.command for name, w in fleet.workers.items()},
-    }  # fmt: skip
+    }

@@ -66,9 +66,12 @@ class Fleet:
         handle.flush()
         process = subprocess.Popen(
             [sys.executable, "-m", "safactory.cli.main", *args],
-            stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**self.env, **(env or {})}, start_new_session=True,
-        )  # fmt: skip
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**self.env, **(env or {})},
+            start_new_session=True,
+        )
         worker = Worker(name, args, log, process, handle)
         self.workers[name] = worker
         return worker

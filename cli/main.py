@@ -29,8 +29,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-broker_app = typer.Typer(help="Run a local single-node Apache Kafka broker (KRaft).",
-                         no_args_is_help=True)  # fmt: skip
+broker_app = typer.Typer(
+    help="Run a local single-node Apache Kafka broker (KRaft).", no_args_is_help=True
+)
 topics_app = typer.Typer(help="The topic catalogue of DESIGN.md.", no_args_is_help=True)
 app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")
@@ -97,8 +98,10 @@ def broker_status(
         console.print_json(json.dumps({**status.__dict__, "data_dir": str(status.data_dir)}))
         return
     state = "[green]running[/green]" if status.running else "[yellow]stopped[/yellow]"
-    console.print(f"{state}  pid={status.pid}  bootstrap={status.bootstrap}  "
-                  f"kafka={status.kafka_version}  data={status.data_dir}")  # fmt: skip
+    console.print(
+        f"{state}  pid={status.pid}  bootstrap={status.bootstrap}  "
+        f"kafka={status.kafka_version}  data={status.data_dir}"
+    )
     if not status.running:
         raise typer.Exit(code=3)
 
@@ -138,11 +141,20 @@ def topics_list(
     table = Table("topic", "exists", "partitions", "key", "cleanup", "retention", "what")
     for row in rows:
         retention = row["retention_ms"]
-        shown = "-" if retention is None else ("forever" if retention == -1 else
-                                               f"{int(retention) // 86_400_000}d")  # type: ignore[call-overload]  # fmt: skip
-        table.add_row(str(row["topic"]), "yes" if row["exists"] else "[red]no[/red]",
-                      str(row["partitions"]), str(row["key"]), str(row["cleanup"]), shown,
-                      str(row["description"]))  # fmt: skip
+        shown = (
+            "-"
+            if retention is None
+            else ("forever" if retention == -1 else f"{int(retention) // 86_400_000}d")
+        )  # type: ignore[call-overload]
+        table.add_row(
+            str(row["topic"]),
+            "yes" if row["exists"] else "[red]no[/red]",
+            str(row["partitions"]),
+            str(row["key"]),
+            str(row["cleanup"]),
+            shown,
+            str(row["description"]),
+        )
     console.print(table)
 
 

@@ -42,23 +42,29 @@ err = Console(stderr=True, soft_wrap=True)
 
 FromOpt = Annotated[
     str | None,
-    typer.Option("--from", help="start: an offset (on every partition, e.g. 1200), unix "
-                                "seconds (1738324800) or an ISO time (2025-01-31T12:00, UTC)"),
-]  # fmt: skip
+    typer.Option(
+        "--from",
+        help="start: an offset (on every partition, e.g. 1200), unix "
+        "seconds (1738324800) or an ISO time (2025-01-31T12:00, UTC)",
+    ),
+]
 ToOpt = Annotated[
     str | None,
-    typer.Option("--to", help="end (exclusive), like --from; default: the end of the topic "
-                              "when the replay starts"),
-]  # fmt: skip
+    typer.Option(
+        "--to",
+        help="end (exclusive), like --from; default: the end of the topic when the replay starts",
+    ),
+]
 EpisodeOpt = Annotated[
     list[str] | None, typer.Option("--episode", help="only this episode id (repeatable)")
 ]
 EnvOpt = Annotated[list[str] | None, typer.Option("--env", help="only this env (repeatable)")]
 WithAlertOpt = Annotated[
     Severity | None,
-    typer.Option("--with-alert", help="only episodes with an original alert at or above this "
-                                      "severity"),
-]  # fmt: skip
+    typer.Option(
+        "--with-alert", help="only episodes with an original alert at or above this severity"
+    ),
+]
 OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="write the report as JSON here")]
 
 
@@ -74,8 +80,13 @@ def _position(text: str | None, option: str) -> Position | None:
 @contextmanager
 def progress_bar(what: str) -> Iterator[tuple[Any, Any]]:
     """A rich progress bar; yields (add_to_total, advance) callbacks."""
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=err, transient=True) as progress:
         bar = progress.add_task(what, total=None)
 
@@ -89,9 +100,13 @@ def progress_bar(what: str) -> Iterator[tuple[Any, Any]]:
 
 
 ThreadsOpt = Annotated[
-    int, typer.Option(min=1, help="torch threads of the model checkers (1: one core; more "
-                                  "threads on a busy machine are slower, not faster)"),
-]  # fmt: skip
+    int,
+    typer.Option(
+        min=1,
+        help="torch threads of the model checkers (1: one core; more "
+        "threads on a busy machine are slower, not faster)",
+    ),
+]
 
 
 def _threads(engine: Any, count: int) -> None:
@@ -145,9 +160,12 @@ def audit(
     from ..streams.replay import ReAuditor
 
     window = AuditWindow(
-        _position(start, "--from"), _position(end, "--to"),
-        frozenset(episode) if episode else None, frozenset(env) if env else None, with_alert,
-    )  # fmt: skip
+        _position(start, "--from"),
+        _position(end, "--to"),
+        frozenset(episode) if episode else None,
+        frozenset(env) if env else None,
+        with_alert,
+    )
     engine = _engine(checkers, judge_timeout)
     _threads(engine, torch_threads)
     settings = get_settings()
@@ -157,11 +175,17 @@ def audit(
 
         callbacks = Callbacks(total, advance)
         if dry_run:
-            return await ReAuditor(settings, engine, replay_id=replay_id,
-                                   context_limit=context_limit).run(window, callbacks)  # fmt: skip
+            return await ReAuditor(
+                settings, engine, replay_id=replay_id, context_limit=context_limit
+            ).run(window, callbacks)
         async with EventProducer(settings) as producer:
-            auditor = ReAuditor(settings, engine, replay_id=replay_id, producer=producer,
-                                context_limit=context_limit)  # fmt: skip
+            auditor = ReAuditor(
+                settings,
+                engine,
+                replay_id=replay_id,
+                producer=producer,
+                context_limit=context_limit,
+            )
             return await auditor.run(window, callbacks)
 
     try:
@@ -184,9 +208,11 @@ def print_diff(diff: AuditDiff, show: int) -> None:
         f"{diff.seconds:.1f}s ({diff.steps_per_s:,.0f} steps/s), {diff.verdicts} verdicts "
         f"{'published with header sf-replay' if diff.published else 'not published (dry run)'}"
     )
-    console.print(f"alerts: {counts['before']} before, {counts['after']} after: "
-                  f"[red]{counts['raised']} newly raised[/red], "
-                  f"[green]{counts['cleared']} cleared[/green], {counts['kept']} kept")  # fmt: skip
+    console.print(
+        f"alerts: {counts['before']} before, {counts['after']} after: "
+        f"[red]{counts['raised']} newly raised[/red], "
+        f"[green]{counts['cleared']} cleared[/green], {counts['kept']} kept"
+    )
     for title, key in (("risk type", "by_risk_type"), ("env", "by_env")):
         table = Table(title=f"alerts by {title}")
         table.add_column(title)
@@ -203,8 +229,9 @@ def print_diff(diff: AuditDiff, show: int) -> None:
         for column in ("episode", "step", "env", "risk type", "severity", "checker"):
             table.add_column(column)
         for a in alerts[:show]:
-            table.add_row(a.episode_id[:12], str(a.step_index), a.env, a.risk_type, a.severity,
-                          a.checker)  # fmt: skip
+            table.add_row(
+                a.episode_id[:12], str(a.step_index), a.env, a.risk_type, a.severity, a.checker
+            )
         console.print(table)
 
 
@@ -239,8 +266,11 @@ def sink(
         embedder = MiniLMEmbedder()
     try:
         with progress_bar(f"backfilling {db}") as (total, advance):
-            report = asyncio.run(backfill(settings, db, chosen, embedder=embedder,
-                                          on_total=total, on_advance=advance))  # fmt: skip
+            report = asyncio.run(
+                backfill(
+                    settings, db, chosen, embedder=embedder, on_total=total, on_advance=advance
+                )
+            )
     except ValueError as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
@@ -306,9 +336,13 @@ def run(
 
     async def main() -> tuple[list[rr.Comparison], int | None]:
         originals = await rr.select(
-            settings, episodes=set(episode) if episode else None,
-            envs=set(env) if env else None, with_alert=with_alert, unsafe=unsafe, limit=limit,
-        )  # fmt: skip
+            settings,
+            episodes=set(episode) if episode else None,
+            envs=set(env) if env else None,
+            with_alert=with_alert,
+            unsafe=unsafe,
+            limit=limit,
+        )
         if not originals:
             raise rr.ReplayRunError("no ended episode matches the filters")
         for original in originals:
@@ -316,9 +350,11 @@ def run(
         version = policy_version
         if version is None:
             version = await rr.latest_version(settings, originals[0].started.policy_name)
-        console.print(f"replay {rid}: re-running {len(originals)} episodes "
-                      f"(policy version {'any' if version is None else version}) via "
-                      f"{settings.topic('tasks')}")  # fmt: skip
+        console.print(
+            f"replay {rid}: re-running {len(originals)} episodes "
+            f"(policy version {'any' if version is None else version}) via "
+            f"{settings.topic('tasks')}"
+        )
         with progress_bar("episodes re-run") as (total, advance):
             total(len(originals))
             done = [0]
@@ -348,9 +384,11 @@ def run(
     off = [r for r in rows if version is not None and r.version_after not in (None, version)]
     if off:
         ran = ", ".join(f"v{v}" for v in sorted({r.version_after for r in off}))
-        err.print(f"[yellow]warning:[/yellow] {len(off)} episodes ran on {ran}, not "
-                  f"v{version}: workers run the version they hold; start one with "
-                  f"`safactory simulate worker --policy-version {version}`")  # fmt: skip
+        err.print(
+            f"[yellow]warning:[/yellow] {len(off)} episodes ran on {ran}, not "
+            f"v{version}: workers run the version they hold; start one with "
+            f"`safactory simulate worker --policy-version {version}`"
+        )
     _write_json(out, report)
 
 
@@ -365,18 +403,27 @@ def _step(value: int | None) -> str:
 def print_comparison(rows: list[Any], report: dict[str, Any]) -> None:
     """Before / after per episode, then the totals."""
     table = Table(title=f"replay {report['replay_id']}: before → after")
-    for column in ("episode", "env", "task", "version", "unsafe (env)", "reward",
-                   "first unsafe step"):  # fmt: skip
+    for column in (
+        "episode",
+        "env",
+        "task",
+        "version",
+        "unsafe (env)",
+        "reward",
+        "first unsafe step",
+    ):
         table.add_column(column)
     for r in rows:
         reward = "-" if r.reward_after is None else f"{r.reward_after:+.2f}"
         table.add_row(
-            r.episode_before[:12], r.env, r.task_id[-28:],
+            r.episode_before[:12],
+            r.env,
+            r.task_id[-28:],
             f"v{r.version_before} → {'-' if r.version_after is None else f'v{r.version_after}'}",
             f"{_flag(r.unsafe_before)} → {_flag(r.unsafe_after)}",
             f"{r.reward_before:+.2f} → {reward}" + (" (task)" if r.reward_source == "task" else ""),
             f"{_step(r.first_unsafe_before)} → {_step(r.first_unsafe_after)}",
-        )  # fmt: skip
+        )
     console.print(table)
 
     def shown(x: float | None) -> str:

@@ -51,8 +51,9 @@ async def backfill(
     """Write every record of each table's topic that the table does not hold yet."""
     unknown = sorted(set(tables) - set(TABLE_TOPIC))
     if unknown:
-        raise ValueError(f"unknown table(s) {', '.join(unknown)}; choose from "
-                         f"{', '.join(TABLE_TOPIC)}")  # fmt: skip
+        raise ValueError(
+            f"unknown table(s) {', '.join(unknown)}; choose from {', '.join(TABLE_TOPIC)}"
+        )
     sink = LanceSink(db, embedder=embedder)
     report = BackfillReport()
     for table in tables:
@@ -71,8 +72,17 @@ async def backfill(
                     report.undecodable += 1
                     continue
                 if TABLE_OF.get(type(event)) == table:
-                    pending.append(Delivery(event, record.topic, record.partition, record.offset,
-                                            record.key, record.headers, record.value))  # fmt: skip
+                    pending.append(
+                        Delivery(
+                            event,
+                            record.topic,
+                            record.partition,
+                            record.offset,
+                            record.key,
+                            record.headers,
+                            record.value,
+                        )
+                    )
             report.read[table] = report.read.get(table, 0) + len(batch)
             if len(pending) >= BATCH:
                 await asyncio.to_thread(sink.write_batch, pending)

@@ -111,16 +111,21 @@ async def select(
         if alert.episode_id in found:
             found[alert.episode_id].alerts.append(alert)
     chosen = [
-        o for o in found.values()
+        o
+        for o in found.values()
         if (episodes is None or o.started.episode_id in episodes)
         and (envs is None or o.started.env in envs)
         and (with_alert is None or any(a.severity.rank >= with_alert.rank for a in o.alerts))
         and (not unsafe or bool(o.ended.safety and o.ended.safety.unsafe))
         and "~replay-" not in o.started.task_id
-    ][:limit]  # fmt: skip
+    ][:limit]
     wanted = {o.started.task_id for o in chosen}
-    tasks = {t.task_id: t for t in await _read_all(
-        settings, "tasks", lambda e: isinstance(e, Task) and e.task_id in wanted)}  # fmt: skip
+    tasks = {
+        t.task_id: t
+        for t in await _read_all(
+            settings, "tasks", lambda e: isinstance(e, Task) and e.task_id in wanted
+        )
+    }
     for original in chosen:
         original.task = tasks.get(original.started.task_id)
     return chosen
@@ -183,8 +188,11 @@ async def reexecute(
                     ended[tasks[end.task_id].started.episode_id] = end
             on_ended(len(ended))
             if time.monotonic() > deadline:
-                missing = [o.started.episode_id for o in tasks.values()
-                           if o.started.episode_id not in ended]  # fmt: skip
+                missing = [
+                    o.started.episode_id
+                    for o in tasks.values()
+                    if o.started.episode_id not in ended
+                ]
                 raise ReplayRunError(
                     f"{len(missing)} of {len(tasks)} re-run episodes did not end within "
                     f"{timeout_s:g}s (first: {missing[0]}); is a simulation worker running on "
@@ -214,8 +222,9 @@ async def first_unsafe_steps(
     first: dict[str, int] = {}
     for alert in [*diff.raised, *diff.kept]:
         if alert.step_index is not None:
-            first[alert.episode_id] = min(first.get(alert.episode_id, alert.step_index),
-                                          alert.step_index)  # fmt: skip
+            first[alert.episode_id] = min(
+                first.get(alert.episode_id, alert.step_index), alert.step_index
+            )
     return first
 
 
@@ -232,22 +241,26 @@ def compare(
         t_before = trajs.get(before.episode_id)
         t_after = trajs.get(after.episode_id) if after else None
         both = t_before is not None and t_after is not None
-        rows.append(Comparison(
-            episode_before=before.episode_id,
-            episode_after=after.episode_id if after else None,
-            task_id=o.started.task_id, env=o.started.env,
-            version_before=o.started.policy_version,
-            version_after=after.policy_version if after else None,
-            unsafe_before=before.safety.unsafe if before.safety else None,
-            unsafe_after=after.safety.unsafe if after and after.safety else None,
-            reward_before=t_before.reward if both and t_before else before.task_reward,
-            reward_after=(t_after.reward if both and t_after else
-                          (after.task_reward if after else None)),
-            reward_source="trajectory" if both else "task",
-            first_unsafe_before=first_unsafe.get(before.episode_id),
-            first_unsafe_after=first_unsafe.get(after.episode_id) if after else None,
-            violations_after=list(after.safety.violations) if after and after.safety else [],
-        ))  # fmt: skip
+        rows.append(
+            Comparison(
+                episode_before=before.episode_id,
+                episode_after=after.episode_id if after else None,
+                task_id=o.started.task_id,
+                env=o.started.env,
+                version_before=o.started.policy_version,
+                version_after=after.policy_version if after else None,
+                unsafe_before=before.safety.unsafe if before.safety else None,
+                unsafe_after=after.safety.unsafe if after and after.safety else None,
+                reward_before=t_before.reward if both and t_before else before.task_reward,
+                reward_after=(
+                    t_after.reward if both and t_after else (after.task_reward if after else None)
+                ),
+                reward_source="trajectory" if both else "task",
+                first_unsafe_before=first_unsafe.get(before.episode_id),
+                first_unsafe_after=first_unsafe.get(after.episode_id) if after else None,
+                violations_after=list(after.safety.violations) if after and after.safety else [],
+            )
+        )
     return rows
 
 

@@ -114,8 +114,16 @@ GuardKindOpt = Annotated[
 ]
 
 
-POLICY_OPTIONS = ("model", "base_url", "checkpoint", "record_tokens", "max_new_tokens",
-                  "temperature", "decode", "device")  # fmt: skip
+POLICY_OPTIONS = (
+    "model",
+    "base_url",
+    "checkpoint",
+    "record_tokens",
+    "max_new_tokens",
+    "temperature",
+    "decode",
+    "device",
+)
 """The policy options ``run`` and ``worker`` share, named as the PolicyConfig fields."""
 
 
@@ -136,8 +144,9 @@ def admission(
 ) -> StalenessController:
     """The worker's admission: the version rule, and the capacity rule when the trainer's
     batch size is given (``infra.staleness``)."""
-    return StalenessController(max_staleness, concurrency, batch_size=trainer_batch_size,
-                               workers=workers)  # fmt: skip
+    return StalenessController(
+        max_staleness, concurrency, batch_size=trainer_batch_size, workers=workers
+    )
 
 
 def _guard(kind: str | None, patterns: list[str] | None) -> Guard | None:

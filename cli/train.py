@@ -85,9 +85,15 @@ def train(
     distill = {"teacher": teacher, "coef": distill_coef, "pure": pure_distill}
     try:
         cfg = load_config(
-            config, mode=mode, device=device, max_staleness=max_staleness, batch_size=batch_size,
-            policy_name=policy_name, weight_dir=weight_dir, checkpoint_dir=checkpoint_dir,
-        )  # fmt: skip
+            config,
+            mode=mode,
+            device=device,
+            max_staleness=max_staleness,
+            batch_size=batch_size,
+            policy_name=policy_name,
+            weight_dir=weight_dir,
+            checkpoint_dir=checkpoint_dir,
+        )
         if model_name is not None:
             cfg = TrainerConfig.model_validate(
                 cfg.model_dump() | {"model": cfg.model.model_dump() | {"name": model_name}}
@@ -107,8 +113,9 @@ def train(
     try:
         teacher_model = (
             LocalTeacher.load(cfg.distill.teacher, tokenizer, placement)
-            if cfg.distill.teacher is not None else None
-        )  # fmt: skip
+            if cfg.distill.teacher is not None
+            else None
+        )
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from None
@@ -120,17 +127,24 @@ def train(
 
 
 async def _run(
-    cfg: TrainerConfig, learner: Learner, max_updates: int | None, idle_exit: float | None,
+    cfg: TrainerConfig,
+    learner: Learner,
+    max_updates: int | None,
+    idle_exit: float | None,
     live: bool,
-) -> None:  # fmt: skip
+) -> None:
     from ..trainer.stream import StreamingTrainer
 
     settings = get_settings()
     display = Live(console=console, refresh_per_second=4) if live else None
     trainer = StreamingTrainer(
-        cfg, settings, learner, on_update=(lambda t: display.update(metrics_table(t))) if display
+        cfg,
+        settings,
+        learner,
+        on_update=(lambda t: display.update(metrics_table(t)))
+        if display
         else (lambda t: console.print(metrics_line(t), highlight=False)),
-    )  # fmt: skip
+    )
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, trainer.request_stop)
     loop.add_signal_handler(signal.SIGTERM, trainer.request_stop)
@@ -184,8 +198,9 @@ def metrics_table(trainer: StreamingTrainer) -> Table:
         f"{trainer.state.trained_total} / {trainer.staleness.skipped_total} / {s.dead_lettered}"
     )
     table.add_row("trained / skipped stale (all runs) / dead-lettered (this run)", counts)
-    table.add_row("received / passed over on resume / buffered",
-                  f"{s.received} / {s.replayed} / {s.buffered}")  # fmt: skip
+    table.add_row(
+        "received / passed over on resume / buffered", f"{s.received} / {s.replayed} / {s.buffered}"
+    )
     if trainer.config.vllm.enabled:
         table.add_row("vLLM reload errors", str(s.reload_errors))
     if m is not None:
@@ -194,8 +209,9 @@ def metrics_table(trainer: StreamingTrainer) -> Table:
         if m.teacher_kl is not None:
             table.add_row("reverse KL to teacher (est.)", f"{m.teacher_kl:.5f}")
         table.add_row("loss / clip fraction", f"{m.loss:+.4f} / {m.clip_fraction:.3f}")
-    table.add_row("staleness histogram (lag: count)",
-                  str(dict(sorted(trainer.staleness.accepted.items()))))  # fmt: skip
+    table.add_row(
+        "staleness histogram (lag: count)", str(dict(sorted(trainer.staleness.accepted.items())))
+    )
     table.add_row("skipped by lag", str(dict(sorted(trainer.staleness.skipped.items()))))
     table.add_row("tokens/s", f"{s.tokens_per_s:,.0f}")
     ts = trainer.learner.transformer.stats

@@ -120,5 +120,8 @@ async def stop_client(client: Any, what: str) -> None:
     except asyncio.CancelledError as exc:
         if not cancelled_by_someone_else(exc):
             raise
-        log.warning("%s: stopping its Kafka client raised CancelledError (broker down?); "
-                    "the client is closed all the same", what)  # fmt: skip
+        log.warning(
+            "%s: stopping its Kafka client raised CancelledError (broker down?); "
+            "the client is closed all the same",
+            what,
+        )

@@ -108,12 +108,16 @@ class LocalBroker:
         mvn = _require("mvn", "Maven fetches the Kafka jars: apt-get install maven")
         self.libs.mkdir(parents=True, exist_ok=True)
         cmd = [
-            mvn, "-q", "-B", "-f", str(KAFKA_DIR / "pom.xml"),
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(KAFKA_DIR / "pom.xml"),
             "dependency:copy-dependencies",
             f"-Dkafka.version={self.kafka_version}",
             f"-DoutputDirectory={self.libs}",
             "-DincludeScope=runtime",
-        ]  # fmt: skip
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not any(self.libs.glob("kafka_2.13-*.jar")):
             tail = (proc.stdout + proc.stderr).strip()[-2000:]
@@ -161,18 +165,32 @@ class LocalBroker:
     def _java(self, main: str, *args: str, heap: str = "256m") -> list[str]:
         java = _require("java", "Java 17+ runs the broker: apt-get install openjdk-17-jre-headless")
         return [
-            java, f"-Xmx{heap}", "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            java,
+            f"-Xmx{heap}",
+            "-Xms128m",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={self.dir / 'logs'}",
             f"-Dlog4j2.configurationFile={KAFKA_DIR / 'log4j2.properties'}",
-            "-cp", f"{self.libs}/*", main, *args,
-        ]  # fmt: skip
+            "-cp",
+            f"{self.libs}/*",
+            main,
+            *args,
+        ]
 
     def _format_storage(self) -> None:
         if (self._data / "meta.properties").exists():
             return
         cluster_id = self.cluster_id or new_cluster_id()
-        cmd = self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
-                         "-c", str(self._config), "--ignore-formatted")  # fmt: skip
+        cmd = self._java(
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            cluster_id,
+            "-c",
+            str(self._config),
+            "--ignore-formatted",
+        )
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise BrokerError(f"formatting KRaft storage failed:\n{proc.stdout}{proc.stderr}")
@@ -219,9 +237,11 @@ class LocalBroker:
         out_start = out.tell()
         proc = subprocess.Popen(
             self._java("kafka.Kafka", str(self._config), heap=self.heap),
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
+        )
         out.close()
         self._pid_file.write_text(str(proc.pid))
         return Launch(proc, log_start, out_start)
@@ -256,8 +276,9 @@ class LocalBroker:
         text = self._logged_since(launched.log_start) + _read_from(
             self._stdout_file, launched.out_start
         )
-        found = [ln for ln in text.splitlines() if "ERROR" in ln or "FATAL" in ln
-                 or "Exception" in ln]  # fmt: skip
+        found = [
+            ln for ln in text.splitlines() if "ERROR" in ln or "FATAL" in ln or "Exception" in ln
+        ]
         return "".join(f"\n  {ln[:400]}" for ln in found[-lines:])
 
     def _logged_ready(self, since: int) -> bool:
@@ -271,8 +292,10 @@ class LocalBroker:
         size = self.log_file.stat().st_size if self.log_file.exists() else 0
         if size >= since:
             return _read_from(self.log_file, since)
-        rolled = sorted(self.log_file.parent.glob(self.log_file.name + ".*"),
-                        key=lambda path: path.stat().st_mtime)  # fmt: skip
+        rolled = sorted(
+            self.log_file.parent.glob(self.log_file.name + ".*"),
+            key=lambda path: path.stat().st_mtime,
+        )
         return (_read_from(rolled[-1], since) if rolled else "") + _read_from(self.log_file, 0)
 
     def down(self, timeout: float = 60.0) -> bool:

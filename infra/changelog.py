@@ -45,9 +45,12 @@ async def read_latest(
     latest: dict[int, dict[bytes, StoredRecord]] = {tp.partition: {} for tp in tps}
     if not tps:
         return latest
-    reader = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, group_id=None,
-                              enable_auto_commit=False,
-                              max_partition_fetch_bytes=16 * 1024 * 1024)  # fmt: skip
+    reader = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=16 * 1024 * 1024,
+    )
     await reader.start()
     try:
         reader.assign(tps)
@@ -68,8 +71,9 @@ async def read_latest(
                     if record.value is None:
                         store.pop(record.key, None)
                     else:
-                        store[record.key] = StoredRecord(record.key, record.value,
-                                                         tuple(record.headers))  # fmt: skip
+                        store[record.key] = StoredRecord(
+                            record.key, record.value, tuple(record.headers)
+                        )
             for tp in list(pending):
                 if await reader.position(tp) >= ends[tp]:
                     pending.discard(tp)
@@ -77,8 +81,12 @@ async def read_latest(
                 progress = loop.time()
             elif loop.time() - progress > STALL_S:
                 stuck = {tp.partition: ends[tp] for tp in pending}
-                log.warning("changelog %s: no progress below the end offsets %s; reading on "
-                            "without the rest", topic, stuck)  # fmt: skip
+                log.warning(
+                    "changelog %s: no progress below the end offsets %s; reading on "
+                    "without the rest",
+                    topic,
+                    stuck,
+                )
                 break
     finally:
         await stop_client(reader, f"changelog {topic}")

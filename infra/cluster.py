@@ -38,13 +38,19 @@ class LocalCluster:
         cluster_id = self._cluster_id()
         self.nodes = [
             LocalBroker(
-                self.home, port=base_port + 2 * i, controller_port=base_port + 2 * i + 1,
-                heap=heap, kafka_version=kafka_version, name=f"{name}/node-{i + 1}",
-                node_id=i + 1, voters=voters, cluster_id=cluster_id,
+                self.home,
+                port=base_port + 2 * i,
+                controller_port=base_port + 2 * i + 1,
+                heap=heap,
+                kafka_version=kafka_version,
+                name=f"{name}/node-{i + 1}",
+                node_id=i + 1,
+                voters=voters,
+                cluster_id=cluster_id,
                 replication=min(3, nodes),
             )
             for i in range(nodes)
-        ]  # fmt: skip
+        ]
 
     def _cluster_id(self) -> str:
         """The id every node is formatted with, kept beside them so restarts agree."""

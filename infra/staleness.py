@@ -101,8 +101,9 @@ class StalenessController:
         if self.max_staleness < 0:
             raise ValueError("max_staleness must be >= 0 (0 = strictly on-policy)")
         if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError("batch_size must be >= 1 (the trainer's batch), or None for no "
-                             "capacity rule")  # fmt: skip
+            raise ValueError(
+                "batch_size must be >= 1 (the trainer's batch), or None for no capacity rule"
+            )
         if self.workers < 1:
             raise ValueError("workers must be >= 1 (how many workers share the capacity)")
         if not 0 < self.protect_quantile <= 1:

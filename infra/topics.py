@@ -59,22 +59,40 @@ CATALOGUE: tuple[TopicSpec, ...] = (
     TopicSpec("tasks", "task id", "work for simulation workers", retention_ms=7 * DAY_MS),
     TopicSpec("steps", "episode id", "one record per agent step", retention_ms=FOREVER),
     TopicSpec("episodes", "episode id", "episode started / ended", retention_ms=FOREVER),
-    TopicSpec("verdicts", "episode id", "checker verdicts per step and episode",
-              retention_ms=FOREVER),
-    TopicSpec("alerts", "episode id", "verdicts at or above alert severity",
-              retention_ms=7 * DAY_MS),
-    TopicSpec("trajectories", "group id", "reward-complete trajectories to train on",
-              retention_ms=14 * DAY_MS),
+    TopicSpec(
+        "verdicts", "episode id", "checker verdicts per step and episode", retention_ms=FOREVER
+    ),
+    TopicSpec(
+        "alerts", "episode id", "verdicts at or above alert severity", retention_ms=7 * DAY_MS
+    ),
+    TopicSpec(
+        "trajectories",
+        "group id",
+        "reward-complete trajectories to train on",
+        retention_ms=14 * DAY_MS,
+    ),
     TopicSpec("scores", "episode id", "data-value scores", retention_ms=30 * DAY_MS),
-    TopicSpec("skills", "skill id", "distilled lessons for experience injection",
-              cleanup="compact", partitions=1),
-    TopicSpec("policy", "policy name", "policy version announcements",
-              cleanup="compact", partitions=1),
-    TopicSpec("control", "episode id", "halt / pause / guard decisions to agents",
-              retention_ms=1 * DAY_MS),
-    TopicSpec("dlq", "original key", "records that failed to decode or validate",
-              retention_ms=FOREVER, max_message_bytes=16 * 1024 * 1024),
-)  # fmt: skip
+    TopicSpec(
+        "skills",
+        "skill id",
+        "distilled lessons for experience injection",
+        cleanup="compact",
+        partitions=1,
+    ),
+    TopicSpec(
+        "policy", "policy name", "policy version announcements", cleanup="compact", partitions=1
+    ),
+    TopicSpec(
+        "control", "episode id", "halt / pause / guard decisions to agents", retention_ms=1 * DAY_MS
+    ),
+    TopicSpec(
+        "dlq",
+        "original key",
+        "records that failed to decode or validate",
+        retention_ms=FOREVER,
+        max_message_bytes=16 * 1024 * 1024,
+    ),
+)
 
 BY_NAME = {spec.name: spec for spec in CATALOGUE}
 
@@ -146,15 +164,17 @@ async def describe_topics(settings: Settings) -> list[dict[str, object]]:
         for spec in CATALOGUE:
             name = settings.topic(spec.name)
             topic = by_name.get(name)
-            out.append({
-                "topic": name,
-                "exists": topic is not None,
-                "partitions": len(topic["partitions"]) if topic else 0,
-                "cleanup": spec.cleanup,
-                "retention_ms": spec.retention_ms if spec.cleanup == "delete" else None,
-                "key": spec.key,
-                "description": spec.description,
-            })  # fmt: skip
+            out.append(
+                {
+                    "topic": name,
+                    "exists": topic is not None,
+                    "partitions": len(topic["partitions"]) if topic else 0,
+                    "cleanup": spec.cleanup,
+                    "retention_ms": spec.retention_ms if spec.cleanup == "delete" else None,
+                    "key": spec.key,
+                    "description": spec.description,
+                }
+            )
         return out
     finally:
         await admin.close()

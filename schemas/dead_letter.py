@@ -61,9 +61,16 @@ class DeadLetter(BaseModel):
 
     @classmethod
     def by_reference(
-        cls, key: bytes | None, value: bytes | None, original: h.RawHeaders | None, error: str,
-        topic: str, partition: int, offset: int, group: str | None = None,
-    ) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]:  # fmt: skip
+        cls,
+        key: bytes | None,
+        value: bytes | None,
+        original: h.RawHeaders | None,
+        error: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        group: str | None = None,
+    ) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]:
         """Key, value and headers of a dead letter for a record too large to copy whole: key
         and value cut to ``PREVIEW_BYTES``, contract headers (each cut), reason, origin and
         the value's original size."""

@@ -369,9 +369,10 @@ class PolicyVersion(Event):
     base_model: str | None = None
     trained_on: NonNegativeInt = Field(default=0, description="trajectories consumed so far")
     consumed: NonNegativeInt | None = Field(
-        default=None, description="trajectories trained on or skipped as stale so far (the "
-        "workers' admission capacity counts against it); None from older trainers"
-    )  # fmt: skip
+        default=None,
+        description="trajectories trained on or skipped as stale so far (the "
+        "workers' admission capacity counts against it); None from older trainers",
+    )
 
     def key(self) -> str:
         return self.policy_name

@@ -105,8 +105,9 @@ def to_parts(message: ChatMessage) -> dict[str, Any]:
     """A chat message in the GenAI parts form."""
     parts: list[dict[str, Any]] = []
     if message.role == "tool":
-        parts.append({"type": "tool_call_response", "id": message.tool_call_id,
-                      "response": message.content})  # fmt: skip
+        parts.append(
+            {"type": "tool_call_response", "id": message.tool_call_id, "response": message.content}
+        )
     elif isinstance(message.content, str):
         parts.append({"type": "text", "content": message.content})
     elif isinstance(message.content, list):
@@ -115,8 +116,14 @@ def to_parts(message: ChatMessage) -> dict[str, Any]:
             for p in message.content
         ]
     for call in message.tool_calls or []:
-        parts.append({"type": "tool_call", "id": call.id, "name": call.function.name,
-                      "arguments": _arguments_value(call.function.arguments)})  # fmt: skip
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": call.id,
+                "name": call.function.name,
+                "arguments": _arguments_value(call.function.arguments),
+            }
+        )
     out: dict[str, Any] = {"role": message.role, "parts": parts}
     if message.name:
         out["name"] = message.name
@@ -139,20 +146,32 @@ def from_parts(raw: Any) -> ChatMessage:
         if kind == "text":
             texts.append(str(part.get("content", "")))
         elif kind == "tool_call":
-            calls.append(ToolCall(id=str(part.get("id") or f"call_{len(calls)}"),
-                                  function=FunctionCall(name=str(part.get("name", "")),
-                                                        arguments=arguments_text(
-                                                            part.get("arguments")))))  # fmt: skip
+            calls.append(
+                ToolCall(
+                    id=str(part.get("id") or f"call_{len(calls)}"),
+                    function=FunctionCall(
+                        name=str(part.get("name", "")),
+                        arguments=arguments_text(part.get("arguments")),
+                    ),
+                )
+            )
         elif kind == "tool_call_response":
             response = (part.get("id"), part.get("response"))
     if role == "tool" or response is not None:
         call_id, content = response or (None, "\n".join(texts))
-        return ChatMessage(role="tool", tool_call_id=None if call_id is None else str(call_id),
-                           content=text_of(content))  # fmt: skip
-    return ChatMessage.model_validate({
-        "role": role, "content": "\n".join(texts) if texts else None,
-        "tool_calls": calls or None, "name": raw.get("name"),
-    })  # fmt: skip
+        return ChatMessage(
+            role="tool",
+            tool_call_id=None if call_id is None else str(call_id),
+            content=text_of(content),
+        )
+    return ChatMessage.model_validate(
+        {
+            "role": role,
+            "content": "\n".join(texts) if texts else None,
+            "tool_calls": calls or None,
+            "name": raw.get("name"),
+        }
+    )
 
 
 def messages_json(messages: list[ChatMessage]) -> str | None:

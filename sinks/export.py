@@ -36,12 +36,18 @@ def chat_record(t: Trajectory) -> dict:
     return {
         "messages": messages,
         "metadata": {
-            "episode_id": t.episode_id, "group_id": t.group_id, "task_id": t.task_id,
-            "env": t.env, "outcome": t.outcome.value, "reward": t.reward,
-            "reward_components": t.reward_components, "policy_version": t.policy_version,
-            "max_policy_version": t.max_policy_version, "trajectory_id": t.event_id,
+            "episode_id": t.episode_id,
+            "group_id": t.group_id,
+            "task_id": t.task_id,
+            "env": t.env,
+            "outcome": t.outcome.value,
+            "reward": t.reward,
+            "reward_components": t.reward_components,
+            "policy_version": t.policy_version,
+            "max_policy_version": t.max_policy_version,
+            "trajectory_id": t.event_id,
         },
-    }  # fmt: skip
+    }
 
 
 def export_trajectories(
@@ -86,14 +92,27 @@ def export_trajectories(
                 fh.write(json.dumps(record, ensure_ascii=False) + "\n")
     else:
         pq.write_table(
-            pa.table({
-                "messages": [json.dumps(r["messages"], ensure_ascii=False) for r in records],
-                **{k: [r["metadata"][k] for r in records]
-                   for k in ("episode_id", "group_id", "task_id", "env", "outcome", "reward",
-                             "policy_version", "max_policy_version", "trajectory_id")},
-            }),
+            pa.table(
+                {
+                    "messages": [json.dumps(r["messages"], ensure_ascii=False) for r in records],
+                    **{
+                        k: [r["metadata"][k] for r in records]
+                        for k in (
+                            "episode_id",
+                            "group_id",
+                            "task_id",
+                            "env",
+                            "outcome",
+                            "reward",
+                            "policy_version",
+                            "max_policy_version",
+                            "trajectory_id",
+                        )
+                    },
+                }
+            ),
             out,
-        )  # fmt: skip
+        )
     facts = {
         "file": str(out),
         "format": fmt,
@@ -130,8 +149,9 @@ def _verdicts(db_path: str | Path, trajectories: list[Trajectory]) -> dict[str, 
     return found
 
 
-def _write_otel(out: Path, trajectories: list[Trajectory],
-                verdicts: dict[str, list[Verdict]]) -> dict[str, int]:  # fmt: skip
+def _write_otel(
+    out: Path, trajectories: list[Trajectory], verdicts: dict[str, list[Verdict]]
+) -> dict[str, int]:
     """Write the episodes as OTLP/JSON; returns span and event counts for the card."""
     traces = [episode_spans(t, verdicts.get(t.episode_id, [])) for t in trajectories]
     with out.open("w", encoding="utf-8") as fh:
@@ -146,10 +166,16 @@ def _write_otel(out: Path, trajectories: list[Trajectory],
 
 def otlp_request(spans: list[dict]) -> dict:
     """An ``ExportTraceServiceRequest`` (OTLP/JSON) holding ``spans``."""
-    return {"resourceSpans": [{
-        "resource": {"attributes": o.attributes({"service.name": "safactory"})},
-        "scopeSpans": [{"scope": {"name": "safactory.export", "version": "1"}, "spans": spans}],
-    }]}  # fmt: skip
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": o.attributes({"service.name": "safactory"})},
+                "scopeSpans": [
+                    {"scope": {"name": "safactory.export", "version": "1"}, "spans": spans}
+                ],
+            }
+        ]
+    }
 
 
 def episode_spans(t: Trajectory, verdicts: list[Verdict]) -> list[dict]:
@@ -164,17 +190,32 @@ def episode_spans(t: Trajectory, verdicts: list[Verdict]) -> list[dict]:
     for v in sorted(verdicts, key=lambda v: (v.produced_at, v.event_id)):
         by_step.setdefault(v.step_index if v.step_index in indexes else None, []).append(v)
     common = {o.CONVERSATION: t.episode_id}
-    root = _span(trace, root_id, None, f"{o.INVOKE_AGENT} {t.env}", o.SPAN_INTERNAL, start,
-                 start + (len(t.steps) + 1) * ms, {
-        o.OPERATION: o.INVOKE_AGENT, o.AGENT_NAME: t.env, **common,
-        o.INPUT_MESSAGES: o.messages_json(t.prompt), "safactory.env": t.env,
-        "safactory.task_id": t.task_id, "safactory.group_id": t.group_id,
-        "safactory.outcome": t.outcome.value, "safactory.reward": float(t.reward),
-        "safactory.reward_components": json.dumps(t.reward_components),
-        "safactory.policy_version": t.policy_version,
-        "safactory.max_policy_version": t.max_policy_version,
-        "safactory.trajectory_id": t.event_id, "safactory.completed_by": t.completed_by,
-    }, by_step.get(None, []))  # fmt: skip
+    root = _span(
+        trace,
+        root_id,
+        None,
+        f"{o.INVOKE_AGENT} {t.env}",
+        o.SPAN_INTERNAL,
+        start,
+        start + (len(t.steps) + 1) * ms,
+        {
+            o.OPERATION: o.INVOKE_AGENT,
+            o.AGENT_NAME: t.env,
+            **common,
+            o.INPUT_MESSAGES: o.messages_json(t.prompt),
+            "safactory.env": t.env,
+            "safactory.task_id": t.task_id,
+            "safactory.group_id": t.group_id,
+            "safactory.outcome": t.outcome.value,
+            "safactory.reward": float(t.reward),
+            "safactory.reward_components": json.dumps(t.reward_components),
+            "safactory.policy_version": t.policy_version,
+            "safactory.max_policy_version": t.max_policy_version,
+            "safactory.trajectory_id": t.event_id,
+            "safactory.completed_by": t.completed_by,
+        },
+        by_step.get(None, []),
+    )
     if t.outcome.value == "error":
         root["status"] = {"code": o.STATUS_ERROR, "message": "episode ended in error"}
     spans = [root]
@@ -183,36 +224,76 @@ def episode_spans(t: Trajectory, verdicts: list[Verdict]) -> list[dict]:
         chat_id = o.hex_id(8, t.episode_id, "chat", str(step.step_index))
         said = [m for m in step.messages if m.role == "assistant"]
         heard = [m for m in step.messages if m.role not in ("assistant", "tool")]
-        spans.append(_span(trace, chat_id, root_id, o.CHAT, o.SPAN_CLIENT, begin,
-                           begin + ms // 2, {
-            o.OPERATION: o.CHAT, **common, o.INPUT_MESSAGES: o.messages_json(heard),
-            o.OUTPUT_MESSAGES: o.messages_json(said),
-            o.OUTPUT_TOKENS: len(step.token_ids) if step.token_ids else None,
-            "safactory.step.index": step.step_index,
-            "safactory.policy_version": step.policy_version,
-            "safactory.step.blocked": step.blocked or None,
-        }, by_step.get(step.step_index, [])))  # fmt: skip
+        spans.append(
+            _span(
+                trace,
+                chat_id,
+                root_id,
+                o.CHAT,
+                o.SPAN_CLIENT,
+                begin,
+                begin + ms // 2,
+                {
+                    o.OPERATION: o.CHAT,
+                    **common,
+                    o.INPUT_MESSAGES: o.messages_json(heard),
+                    o.OUTPUT_MESSAGES: o.messages_json(said),
+                    o.OUTPUT_TOKENS: len(step.token_ids) if step.token_ids else None,
+                    "safactory.step.index": step.step_index,
+                    "safactory.policy_version": step.policy_version,
+                    "safactory.step.blocked": step.blocked or None,
+                },
+                by_step.get(step.step_index, []),
+            )
+        )
         results = {m.tool_call_id: m for m in step.messages if m.role == "tool"}
         calls = [c for m in said for c in m.tool_calls or []]
         for n, call in enumerate(calls):
             result = results.get(call.id)
-            spans.append(_span(
-                trace, o.hex_id(8, t.episode_id, "tool", str(step.step_index), str(n)), chat_id,
-                f"{o.EXECUTE_TOOL} {call.function.name}", o.SPAN_INTERNAL,
-                begin + ms // 4, begin + ms // 2, {
-                    o.OPERATION: o.EXECUTE_TOOL, **common, o.TOOL_NAME: call.function.name,
-                    o.TOOL_TYPE: "function", o.TOOL_CALL_ID: call.id,
-                    o.TOOL_ARGUMENTS: call.function.arguments,
-                    o.TOOL_RESULT: None if result is None else _content(result),
-                }, []))  # fmt: skip
+            spans.append(
+                _span(
+                    trace,
+                    o.hex_id(8, t.episode_id, "tool", str(step.step_index), str(n)),
+                    chat_id,
+                    f"{o.EXECUTE_TOOL} {call.function.name}",
+                    o.SPAN_INTERNAL,
+                    begin + ms // 4,
+                    begin + ms // 2,
+                    {
+                        o.OPERATION: o.EXECUTE_TOOL,
+                        **common,
+                        o.TOOL_NAME: call.function.name,
+                        o.TOOL_TYPE: "function",
+                        o.TOOL_CALL_ID: call.id,
+                        o.TOOL_ARGUMENTS: call.function.arguments,
+                        o.TOOL_RESULT: None if result is None else _content(result),
+                    },
+                    [],
+                )
+            )
     return spans
 
 
-def _span(trace: str, span_id: str, parent: str | None, name: str, kind: int, start: int,
-          end: int, attrs: dict, verdicts: list[Verdict]) -> dict:  # fmt: skip
-    span = {"traceId": trace, "spanId": span_id, "name": name, "kind": kind,
-            "startTimeUnixNano": str(start), "endTimeUnixNano": str(end),
-            "attributes": o.attributes(attrs)}  # fmt: skip
+def _span(
+    trace: str,
+    span_id: str,
+    parent: str | None,
+    name: str,
+    kind: int,
+    start: int,
+    end: int,
+    attrs: dict,
+    verdicts: list[Verdict],
+) -> dict:
+    span = {
+        "traceId": trace,
+        "spanId": span_id,
+        "name": name,
+        "kind": kind,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(end),
+        "attributes": o.attributes(attrs),
+    }
     if parent:
         span["parentSpanId"] = parent
     if verdicts:
@@ -223,19 +304,31 @@ def _span(trace: str, span_id: str, parent: str | None, name: str, kind: int, st
 def _verdict_event(v: Verdict) -> dict:
     """A verdict as a ``gen_ai.evaluation.result`` event (the rest under ``safactory.``)."""
     explanation = v.reason or "; ".join(e.text for e in v.evidence) or None
-    return {"timeUnixNano": str(int(v.produced_at * 1e9)), "name": o.EVALUATION_EVENT,
-            "attributes": o.attributes({
-        o.EVALUATION_NAME: v.checker, o.EVALUATION_SCORE: float(v.score),
-        o.EVALUATION_LABEL: v.decision.value, o.EVALUATION_EXPLANATION: explanation,
-        "safactory.verdict.id": v.event_id, "safactory.verdict.kind": v.SCHEMA_NAME,
-        "safactory.verdict.risk_type": v.risk_type, "safactory.verdict.severity": v.severity.value,
-        "safactory.verdict.checker_kind": v.checker_kind,
-        "safactory.verdict.checker_version": v.checker_version,
-        "safactory.verdict.source_event_id": v.source_event_id,
-        "safactory.verdict.step_index": v.step_index,
-        "safactory.verdict.evidence": json.dumps([e.model_dump(exclude_none=True)
-                                                  for e in v.evidence]) if v.evidence else None,
-    })}  # fmt: skip
+    return {
+        "timeUnixNano": str(int(v.produced_at * 1e9)),
+        "name": o.EVALUATION_EVENT,
+        "attributes": o.attributes(
+            {
+                o.EVALUATION_NAME: v.checker,
+                o.EVALUATION_SCORE: float(v.score),
+                o.EVALUATION_LABEL: v.decision.value,
+                o.EVALUATION_EXPLANATION: explanation,
+                "safactory.verdict.id": v.event_id,
+                "safactory.verdict.kind": v.SCHEMA_NAME,
+                "safactory.verdict.risk_type": v.risk_type,
+                "safactory.verdict.severity": v.severity.value,
+                "safactory.verdict.checker_kind": v.checker_kind,
+                "safactory.verdict.checker_version": v.checker_version,
+                "safactory.verdict.source_event_id": v.source_event_id,
+                "safactory.verdict.step_index": v.step_index,
+                "safactory.verdict.evidence": json.dumps(
+                    [e.model_dump(exclude_none=True) for e in v.evidence]
+                )
+                if v.evidence
+                else None,
+            }
+        ),
+    }
 
 
 def _content(message: ChatMessage) -> str:

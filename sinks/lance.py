@@ -90,10 +90,12 @@ class LanceSink(BatchSink):
         return {
             (t, p): o
             for t, p, o in zip(
-                grouped["source_topic"].to_pylist(), grouped["source_partition"].to_pylist(),
-                grouped["source_offset_max"].to_pylist(), strict=True,
+                grouped["source_topic"].to_pylist(),
+                grouped["source_partition"].to_pylist(),
+                grouped["source_offset_max"].to_pylist(),
+                strict=True,
             )
-        }  # fmt: skip
+        }
 
     def existing_ids(self, table: str, ids: list[str]) -> set[str]:
         """One indexed ``event_id IN (...)`` lookup."""
@@ -126,9 +128,10 @@ class LanceSink(BatchSink):
                 target.create_index("text", config=FTS(with_position=False))
                 made.append(f"{name}.text:FTS")
             if (
-                "vector" in target.schema.names and ("vector",) not in have
+                "vector" in target.schema.names
+                and ("vector",) not in have
                 and target.count_rows() >= VECTOR_INDEX_MIN_ROWS
-            ):  # fmt: skip
+            ):
                 vector_index = IvfSq(distance_type="cosine", max_iterations=10)
                 target.create_index("vector", config=vector_index)
                 made.append(f"{name}.vector:IVF_SQ")

@@ -17,11 +17,16 @@ from .lance import LanceSink
 
 def main(argv: list[str] | None = None) -> None:
     """Create missing indexes, compact, and drop untagged versions older than the limit."""
-    parser = argparse.ArgumentParser(prog="python -m safactory.sinks.maintain",
-                                     description=main.__doc__)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m safactory.sinks.maintain", description=main.__doc__
+    )
     parser.add_argument("db", help="LanceDB folder")
-    parser.add_argument("--keep-seconds", type=float, default=600.0,
-                        help="untagged versions younger than this are kept")  # fmt: skip
+    parser.add_argument(
+        "--keep-seconds",
+        type=float,
+        default=600.0,
+        help="untagged versions younger than this are kept",
+    )
     args = parser.parse_args(argv)
     sink = LanceSink(args.db)
     for made in sink.ensure_indexes():

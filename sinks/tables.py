@@ -226,9 +226,14 @@ TOPICS = ("steps", "episodes", "verdicts", "trajectories", "scores", "skills")
 """Catalogue topics the sink consumes."""
 
 SCALAR_INDEXES: dict[str, list[tuple[str, str]]] = {
-    name: [("event_id", "BTREE"), ("episode_id", "BTREE"), ("policy_version", "BTREE"),
-           ("produced_at", "BTREE"), ("env", "BITMAP")]
+    name: [
+        ("event_id", "BTREE"),
+        ("episode_id", "BTREE"),
+        ("policy_version", "BTREE"),
+        ("produced_at", "BTREE"),
+        ("env", "BITMAP"),
+    ]
     for name in EXTRA
-}  # fmt: skip
+}
 SCALAR_INDEXES["verdicts"] += [("risk_type", "BITMAP"), ("severity", "BITMAP")]
 SCALAR_INDEXES["steps"] += [("task_id", "BTREE")]

@@ -80,9 +80,13 @@ async def run_sink(
                 return
 
     consumer = EventConsumer(
-        options.topics, settings.group(options.group_id), batch_handler=write,
-        settings=settings, max_records=options.max_records, gather_s=options.gather_s,
-    )  # fmt: skip
+        options.topics,
+        settings.group(options.group_id),
+        batch_handler=write,
+        settings=settings,
+        max_records=options.max_records,
+        gather_s=options.gather_s,
+    )
     signalled: list[bool] = []
 
     def request_stop() -> None:
@@ -111,10 +115,15 @@ async def _maintain(sink: LanceSink, keep_versions: timedelta) -> None:
     an in-process pass allocates), then the sink's tables see its result."""
     started = time.monotonic()
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "safactory.sinks.maintain", str(sink.path),
-        "--keep-seconds", str(keep_versions.total_seconds()),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "safactory.sinks.maintain",
+        str(sink.path),
+        "--keep-seconds",
+        str(keep_versions.total_seconds()),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         out, err = await child.communicate()
     except asyncio.CancelledError:  # a stop: the pass is abandoned (nothing half-committed)
@@ -122,8 +131,11 @@ async def _maintain(sink: LanceSink, keep_versions: timedelta) -> None:
         await child.wait()
         raise
     if child.returncode != 0:
-        log.warning("maintenance failed (exit %s): %s", child.returncode,
-                    err.decode(errors="replace").strip().splitlines()[-1:])  # fmt: skip
+        log.warning(
+            "maintenance failed (exit %s): %s",
+            child.returncode,
+            err.decode(errors="replace").strip().splitlines()[-1:],
+        )
     sink.refresh()
     made = out.decode().split()
     log.info("maintenance in %.1fs; new indexes: %s", time.monotonic() - started, made or "none")

@@ -56,9 +56,12 @@ from .audit.processor import AuditProcessor, decode_step, encode_step
 log = logging.getLogger(__name__)
 
 CONTEXT_TOPIC = TopicSpec(
-    "audit-context", "episode id", "the live auditor's per-episode context",
-    cleanup="compact", partitions=None,
-)  # fmt: skip
+    "audit-context",
+    "episode id",
+    "the live auditor's per-episode context",
+    cleanup="compact",
+    partitions=None,
+)
 DECODED_CACHE_SIZE = 1_000
 """Episodes whose decoded context is kept in memory between their steps (the ones stepping
 now; others decode from the stored bytes)."""
@@ -154,16 +157,21 @@ class AuditWorker:
     async def serve(self) -> None:
         """Create missing topics, join the group and audit until asked to stop."""
         metrics.serve(self.settings, "audit")
-        await create_topics(self.settings, [*(BY_NAME[n] for n in
-                                              ("steps", "verdicts", "alerts", "dlq")),
-                                            CONTEXT_TOPIC])  # fmt: skip
+        await create_topics(
+            self.settings,
+            [*(BY_NAME[n] for n in ("steps", "verdicts", "alerts", "dlq")), CONTEXT_TOPIC],
+        )
         async with EventProducer(self.settings) as producer:
             self._producer = producer
             consumer = EventConsumer(
-                ["steps", "episodes"], self.settings.group(GROUP),
-                batch_handler=self._audit_batch, settings=self.settings, dlq_producer=producer,
-                on_assigned=self._restore, partition_assignment_strategy=(RangePartitionAssignor,),
-            )  # fmt: skip
+                ["steps", "episodes"],
+                self.settings.group(GROUP),
+                batch_handler=self._audit_batch,
+                settings=self.settings,
+                dlq_producer=producer,
+                on_assigned=self._restore,
+                partition_assignment_strategy=(RangePartitionAssignor,),
+            )
             self._consumer = consumer
             with aio.stop_on_signals(consumer.request_stop):
                 async with consumer:
@@ -190,20 +198,24 @@ class AuditWorker:
                     self._end(step.episode_id.encode(), step.num_steps)
                 continue  # an episode start: nothing to audit
             if not isinstance(step, Step):
-                acks.append(await self._dead_letter(delivery, NotAStep(
-                    f"{type(step).__name__} on the steps topic; expected step/1")))  # fmt: skip
+                acks.append(
+                    await self._dead_letter(
+                        delivery,
+                        NotAStep(f"{type(step).__name__} on the steps topic; expected step/1"),
+                    )
+                )
                 continue
             key = step.episode_id.encode()
             try:
-                result = await self.processor.process(step, self._context(key),
-                                                      fast_only=self._shed(step))  # fmt: skip
+                result = await self.processor.process(
+                    step, self._context(key), fast_only=self._shed(step)
+                )
             except Exception as exc:  # a bug must not stop the stream: keep the record
                 acks.append(await self._dead_letter(delivery, exc))
                 continue
             acks += await self._send(result.verdicts)
             acks += await self._send(result.alerts)
-            acks += await self._store(key, step, result.context, result.dropped,
-                                      delivery.partition)  # fmt: skip
+            acks += await self._store(key, step, result.context, result.dropped, delivery.partition)
             self.stats.steps_seen += 1
             self.stats.sent(self._verdicts_topic, len(result.verdicts))
             self.stats.sent(self._alerts_topic, len(result.alerts))
@@ -227,9 +239,13 @@ class AuditWorker:
         now = time.monotonic()
         if now - self._behind_logged >= 10.0:
             self._behind_logged = now
-            log.warning("audit worker %.0f s behind (over %.0f s): model checkers skipped "
-                        "until it catches up; %d steps shed so far", behind,
-                        self.shed_after_s, self.steps_shed)  # fmt: skip
+            log.warning(
+                "audit worker %.0f s behind (over %.0f s): model checkers skipped "
+                "until it catches up; %d steps shed so far",
+                behind,
+                self.shed_after_s,
+                self.steps_shed,
+            )
         return f"worker {behind:.0f} s behind, over the {self.shed_after_s:g} s budget"
 
     def _end(self, key: bytes, num_steps: int) -> None:
@@ -272,9 +288,12 @@ class AuditWorker:
         if live is None:
             return []
         topic = changelog_topic(self.settings)
-        return [await self._producer.send_raw(topic, key=key + SEP + event_id, value=None,
-                                              headers=[], partition=live[1])
-                for event_id in stored]  # fmt: skip
+        return [
+            await self._producer.send_raw(
+                topic, key=key + SEP + event_id, value=None, headers=[], partition=live[1]
+            )
+            for event_id in stored
+        ]
 
     def _drop(self, key: bytes) -> dict[bytes, bytes]:
         """Drop an episode from memory only; returns its stored context."""
@@ -305,9 +324,11 @@ class AuditWorker:
             if value is not None:
                 stored[event_id] = value
                 self.context_bytes += len(value)
-            acks.append(await self._producer.send_raw(
-                topic, key=key + SEP + event_id, value=value, headers=[],
-                partition=partition))  # fmt: skip
+            acks.append(
+                await self._producer.send_raw(
+                    topic, key=key + SEP + event_id, value=value, headers=[], partition=partition
+                )
+            )
         self._remember(key, context)
         highest = max(self._episodes.get(key, (0.0, 0, -1))[2], step.step_index)
         self._episodes[key] = (asyncio.get_running_loop().time(), partition, highest)
@@ -371,5 +392,10 @@ class AuditWorker:
                 self.contexts.setdefault(episode, {})[event_id] = stored.value
                 self.context_bytes += len(stored.value)
                 restored += 1
-        log.warning("restored context of %d records from %s partitions %s (%d unreadable keys)",
-                    restored, topic, sorted(partitions), unreadable)  # fmt: skip
+        log.warning(
+            "restored context of %d records from %s partitions %s (%d unreadable keys)",
+            restored,
+            topic,
+            sorted(partitions),
+            unreadable,
+        )

@@ -8,9 +8,12 @@ from collections.abc import Sequence
 
 
 def group_relative_advantages(
-    group_ids: Sequence[str], rewards: Sequence[float], *, normalize: bool = True,
+    group_ids: Sequence[str],
+    rewards: Sequence[float],
+    *,
+    normalize: bool = True,
     eps: float = 1e-6,
-) -> list[float]:  # fmt: skip
+) -> list[float]:
     """``(r − mean_group) / (std_group + eps)`` per trajectory (no division if not ``normalize``).
 
     A group with one member, or whose rewards are all equal, gives advantage 0: there is

@@ -46,23 +46,29 @@ class TrainerState:
     def to_json(self) -> dict[str, Any]:
         """JSON form (dict keys become strings)."""
         return {
-            "version": self.version, "commits": self.commits, "offsets": self.offsets,
+            "version": self.version,
+            "commits": self.commits,
+            "offsets": self.offsets,
             "accepted": {str(k): v for k, v in self.accepted.items()},
             "skipped": {str(k): v for k, v in self.skipped.items()},
-            "trained_total": self.trained_total, "held_out": self.held_out,
+            "trained_total": self.trained_total,
+            "held_out": self.held_out,
             "published_version": self.published_version,
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TrainerState:
         """Inverse of :meth:`to_json`."""
         return cls(
-            version=int(data["version"]), commits=int(data["commits"]), offsets=data["offsets"],
+            version=int(data["version"]),
+            commits=int(data["commits"]),
+            offsets=data["offsets"],
             accepted={int(k): int(v) for k, v in data["accepted"].items()},
             skipped={int(k): int(v) for k, v in data["skipped"].items()},
-            trained_total=int(data["trained_total"]), held_out=int(data.get("held_out", 0)),
+            trained_total=int(data["trained_total"]),
+            held_out=int(data.get("held_out", 0)),
             published_version=data.get("published_version"),
-        )  # fmt: skip
+        )
 
 
 class CheckpointStore:

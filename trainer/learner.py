@@ -73,12 +73,13 @@ class Learner:
             zip(
                 (t.event_id for t in trajectories),
                 group_relative_advantages(
-                    [t.group_id for t in trajectories], [t.reward for t in trajectories],
+                    [t.group_id for t in trajectories],
+                    [t.reward for t in trajectories],
                     normalize=cfg.normalize_advantages,
                 ),
                 strict=True,
             )
-        )  # fmt: skip
+        )
         sequences: list[TrainingSequence] = []
         advantages: list[float] = []
         for trajectory in trajectories:
@@ -86,10 +87,12 @@ class Learner:
                 sequences.append(seq)
                 advantages.append(advantage_of[trajectory.event_id])
         batches = pack(
-            sequences, advantages, seq_len=cfg.seq_len,
+            sequences,
+            advantages,
+            seq_len=cfg.seq_len,
             rows_per_micro_batch=cfg.rows_per_micro_batch,
             pad_id=int(self.tokenizer.pad_token_id or 0),
-        )  # fmt: skip
+        )
         proximal = self._proximal_logprobs(batches) if cfg.minibatches > 1 else None
         loss_total = clipped = kl_sum = teacher_gap = grad_norm = 0.0
         kl_tokens = tokens = 0
@@ -102,9 +105,12 @@ class Learner:
                 tokens += int((batch.segment_ids > 0).sum())
                 with self.placement.autocast():
                     logp, _ = token_logprobs(
-                        self.model, batch.input_ids, batch.position_ids, batch.segment_ids,
+                        self.model,
+                        batch.input_ids,
+                        batch.position_ids,
+                        batch.segment_ids,
                         only=batch.loss_mask,
-                    )  # fmt: skip
+                    )
                 prox = proximal[i] if proximal is not None else logp.detach()
                 adv = batch.advantages
                 if self.teacher is not None:
@@ -114,10 +120,15 @@ class Learner:
                         adv, prox, teacher_logp, coef=cfg.distill.coef, pure=cfg.distill.pure
                     )
                 terms = policy_loss(
-                    logp, prox, batch.behaviour_logprobs, adv, batch.loss_mask,
-                    clip_low=cfg.clip_low, clip_high=cfg.clip_high,
+                    logp,
+                    prox,
+                    batch.behaviour_logprobs,
+                    adv,
+                    batch.loss_mask,
+                    clip_low=cfg.clip_low,
+                    clip_high=cfg.clip_high,
                     behaviour_weight_cap=cfg.behaviour_weight_cap,
-                )  # fmt: skip
+                )
                 (terms.loss_sum / group_policy).backward()
                 loss_total += float(terms.loss_sum.detach())
                 clipped += terms.clipped_tokens
@@ -150,9 +161,12 @@ class Learner:
             batch = cpu_batch.to(self.placement.device)
             with self.placement.autocast():
                 logp, _ = token_logprobs(
-                    self.model, batch.input_ids, batch.position_ids, batch.segment_ids,
+                    self.model,
+                    batch.input_ids,
+                    batch.position_ids,
+                    batch.segment_ids,
                     only=batch.loss_mask,
-                )  # fmt: skip
+                )
             out.append(logp)
         return out
 

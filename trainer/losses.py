@@ -81,8 +81,9 @@ def distill_advantages(
     return advantages - coef * gap
 
 
-def reverse_kl(student_log_softmax: torch.Tensor, teacher_log_softmax: torch.Tensor,
-               mask: torch.Tensor) -> torch.Tensor:  # fmt: skip
+def reverse_kl(
+    student_log_softmax: torch.Tensor, teacher_log_softmax: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
     """Exact mean reverse KL ``Σ_v π_s(v)·(log π_s(v) − log π_t(v))`` over ``mask`` positions."""
     per_position = (student_log_softmax.exp() * (student_log_softmax - teacher_log_softmax)).sum(-1)
     return per_position[mask].mean()

@@ -75,9 +75,12 @@ def pack(
 
 
 def _tensors(
-    rows: list[list[int]], sequences: list[TrainingSequence], advantages: list[float],
-    seq_len: int, pad_id: int,
-) -> MicroBatch:  # fmt: skip
+    rows: list[list[int]],
+    sequences: list[TrainingSequence],
+    advantages: list[float],
+    seq_len: int,
+    pad_id: int,
+) -> MicroBatch:
     shape = (len(rows), seq_len)
     input_ids = torch.full(shape, pad_id, dtype=torch.long)
     position_ids = torch.zeros(shape, dtype=torch.long)

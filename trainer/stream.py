@@ -146,12 +146,20 @@ class StreamingTrainer:
         """Partition → the offset up to which the consumer handed everything over."""
         self._producer = EventProducer(settings)
         self._consumer = EventConsumer(
-            [Trajectory.TOPIC], settings.group(GROUP), batch_handler=self._admit,
-            settings=settings, dlq_producer=self._producer, screen=self._screen,
-            store_offsets=self._read_to, on_assigned=self._position, on_revoked=self._release,
-            max_records=1000, isolation_level="read_committed", fetch_max_bytes=64 * 1024 * 1024,
+            [Trajectory.TOPIC],
+            settings.group(GROUP),
+            batch_handler=self._admit,
+            settings=settings,
+            dlq_producer=self._producer,
+            screen=self._screen,
+            store_offsets=self._read_to,
+            on_assigned=self._position,
+            on_revoked=self._release,
+            max_records=1000,
+            isolation_level="read_committed",
+            fetch_max_bytes=64 * 1024 * 1024,
             max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
-        )  # fmt: skip
+        )
 
     @property
     def version(self) -> int:
@@ -290,9 +298,15 @@ class StreamingTrainer:
             if (delivery.partition, delivery.offset) in held:
                 continue  # read again after a rebalance while it waited here
             if not isinstance(event, Trajectory):
-                dead.append(await self._consumer.dead_letter(delivery, (
-                    f"header {h.SCHEMA!r}={event.schema_id()!r}, expected "
-                    f"{Trajectory.schema_id()!r} on {self.topic}")))  # fmt: skip
+                dead.append(
+                    await self._consumer.dead_letter(
+                        delivery,
+                        (
+                            f"header {h.SCHEMA!r}={event.schema_id()!r}, expected "
+                            f"{Trajectory.schema_id()!r} on {self.topic}"
+                        ),
+                    )
+                )
                 continue
             if self._held_out is not None and self._held_out.search(event.task_id):
                 self.stats.held_out += 1
@@ -332,8 +346,7 @@ class StreamingTrainer:
             if self.staleness.is_fresh(self.version, item.version):
                 fresh.append(item)
             else:
-                self._skip(item.partition, item.offset, item.version,
-                           item.trajectory.episode_id)  # fmt: skip
+                self._skip(item.partition, item.offset, item.version, item.trajectory.episode_id)
         self._buffer = fresh
         self.stats.buffered = len(fresh)
         groups: dict[str, list[_Pending]] = {}
@@ -341,10 +354,12 @@ class StreamingTrainer:
             groups.setdefault(item.trajectory.group_id, []).append(item)
         size, now = self.config.group_size, time.monotonic()
         eligible = [
-            members for members in groups.values()
-            if size is None or len(members) >= size
+            members
+            for members in groups.values()
+            if size is None
+            or len(members) >= size
             or now - members[0].arrived >= self.config.group_wait_s
-        ]  # fmt: skip
+        ]
         if sum(len(m) for m in eligible) < self.config.batch_size:
             return []
         limit = (
@@ -372,9 +387,11 @@ class StreamingTrainer:
         for item in chosen:
             self.ledger.finish(item.partition, item.offset)
         self.journal.append(
-            self.state.commits + 1, self.version,
-            [item.trajectory.episode_id for item in chosen], self._skipped_ids,
-        )  # fmt: skip
+            self.state.commits + 1,
+            self.version,
+            [item.trajectory.episode_id for item in chosen],
+            self._skipped_ids,
+        )
         self._skipped_ids = []
         stored = None
         if self.version % self.config.publish_every == 0:
@@ -407,10 +424,13 @@ class StreamingTrainer:
 
     async def _announce(self, stored: StoredWeights) -> None:
         event = PolicyVersion(
-            policy_name=self.config.policy_name, policy_version=stored.version,
-            uri=stored.uri, sha256=stored.sha256, trained_on=self.state.trained_total,
+            policy_name=self.config.policy_name,
+            policy_version=stored.version,
+            uri=stored.uri,
+            sha256=stored.sha256,
+            trained_on=self.state.trained_total,
             consumed=self.staleness.consumed_total + self.state.held_out,
-        )  # fmt: skip
+        )
         await self._producer.publish(event)
         self.stats.published += 1
         if self.reloader is not None:

@@ -57,10 +57,13 @@ def build_tokenizer(alphabet: str = "") -> PreTrainedTokenizerFast:
     core.decoder = decoders.Fuse()
     core.add_special_tokens(SPECIAL_TOKENS)
     return PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token=PAD, unk_token=UNK, eos_token=END,
+        tokenizer_object=core,
+        pad_token=PAD,
+        unk_token=UNK,
+        eos_token=END,
         additional_special_tokens=[t for t in SPECIAL_TOKENS if t not in (PAD, UNK, END)],
         chat_template=CHAT_TEMPLATE,
-    )  # fmt: skip
+    )
 
 
 def message_text(message: ChatMessage) -> str:

@@ -58,9 +58,13 @@ class Sample:
 
 @torch.no_grad()
 def sample_answers(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, digits: list[int],
-    *, generator: torch.Generator, max_new_tokens: int = 1,
-) -> list[Sample]:  # fmt: skip
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerFast,
+    digits: list[int],
+    *,
+    generator: torch.Generator,
+    max_new_tokens: int = 1,
+) -> list[Sample]:
     """Sample one answer per digit (temperature 1), recording token ids and logprobs."""
     prompts = [render_prompt(tokenizer, [ChatMessage(role="user", content=str(d))]) for d in digits]
     ids = torch.tensor(prompts)
@@ -87,10 +91,16 @@ def sample_answers(
 
 
 def make_trajectories(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, *, version: int,
-    groups: int, group_size: int, rng: random.Random, generator: torch.Generator,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerFast,
+    *,
+    version: int,
+    groups: int,
+    group_size: int,
+    rng: random.Random,
+    generator: torch.Generator,
     safety_penalty: float,
-) -> tuple[list[Trajectory], list[Judged]]:  # fmt: skip
+) -> tuple[list[Trajectory], list[Judged]]:
     """``groups`` prompts × ``group_size`` sampled answers each, as reward-complete trajectories."""
     digits = [rng.randrange(10) for _ in range(groups) for _ in range(group_size)]
     samples = sample_answers(model, tokenizer, digits, generator=generator)
@@ -102,28 +112,41 @@ def make_trajectories(
         episode = new_id()
         out.append(
             Trajectory(
-                episode_id=episode, group_id=group, task_id=f"parity-{digit}", env=ENV,
+                episode_id=episode,
+                group_id=group,
+                task_id=f"parity-{digit}",
+                env=ENV,
                 prompt=[ChatMessage(role="user", content=str(digit))],
-                steps=[TrajectoryStep(
-                    step_index=0, messages=[ChatMessage(role="assistant", content=s.text)],
-                    token_ids=s.token_ids, logprobs=s.logprobs, prompt_token_ids=s.prompt_ids,
-                    policy_version=version,
-                )],
+                steps=[
+                    TrajectoryStep(
+                        step_index=0,
+                        messages=[ChatMessage(role="assistant", content=s.text)],
+                        token_ids=s.token_ids,
+                        logprobs=s.logprobs,
+                        prompt_token_ids=s.prompt_ids,
+                        policy_version=version,
+                    )
+                ],
                 outcome=Outcome.SUCCESS if verdict.task > 0 else Outcome.FAILURE,
                 reward=verdict.reward,
                 reward_components={"task": verdict.task, "safety": verdict.safety},
                 reward_rule="task + safety",
-                policy_version=version, max_policy_version=version,
+                policy_version=version,
+                max_policy_version=version,
             )
-        )  # fmt: skip
+        )
         judged.append(verdict)
     return out, judged
 
 
 def evaluate(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, *, samples: int, seed: int,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerFast,
+    *,
+    samples: int,
+    seed: int,
     safety_penalty: float,
-) -> tuple[float, float]:  # fmt: skip
+) -> tuple[float, float]:
     """Mean reward and rate of the unsafe answer over ``samples`` sampled answers."""
     rng = random.Random(seed)
     generator = torch.Generator().manual_seed(seed)

@@ -159,14 +159,20 @@ class TrajectoryTransformer:
 
     def _new(self, trajectory: Trajectory) -> TrainingSequence:
         return TrainingSequence(
-            episode_id=trajectory.episode_id, group_id=trajectory.group_id,
-            reward=trajectory.reward, policy_version=trajectory.policy_version,
-        )  # fmt: skip
+            episode_id=trajectory.episode_id,
+            group_id=trajectory.group_id,
+            reward=trajectory.reward,
+            policy_version=trajectory.policy_version,
+        )
 
     def _add_step(
-        self, trajectory: Trajectory, step: TrajectoryStep, current: TrainingSequence,
-        done: list[TrainingSequence], history: list[ChatMessage],
-    ) -> TrainingSequence:  # fmt: skip
+        self,
+        trajectory: Trajectory,
+        step: TrajectoryStep,
+        current: TrainingSequence,
+        done: list[TrainingSequence],
+        history: list[ChatMessage],
+    ) -> TrainingSequence:
         """Append one step; ``history`` (the conversation so far) grows by its messages."""
         split = _first_assistant(step.messages)
         assistant = step.messages[split] if split is not None else None

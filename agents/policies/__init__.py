@@ -135,9 +135,13 @@ def _hf(config: PolicyConfig) -> Policy:
         raise PolicyError(str(exc)) from None
     _check_device(config.device)
     return HFLocalPolicy(
-        checkpoint, version=config.version, max_new_tokens=config.max_new_tokens,
-        temperature=config.temperature, decode=config.decode, device=config.device,
-    )  # fmt: skip
+        checkpoint,
+        version=config.version,
+        max_new_tokens=config.max_new_tokens,
+        temperature=config.temperature,
+        decode=config.decode,
+        device=config.device,
+    )
 
 
 def _check_device(device: str) -> None:

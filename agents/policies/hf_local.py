@@ -191,9 +191,12 @@ class HFLocalPolicy(Policy):
         is one prompt plus the choices' own tokens."""
         end = self.tokenizer.eos_token_id
         tails = [
-            [*self.tokenizer(c, add_special_tokens=False)["input_ids"], *([end] if end is not None
-             else [])] for c in choices
-        ]  # fmt: skip
+            [
+                *self.tokenizer(c, add_special_tokens=False)["input_ids"],
+                *([end] if end is not None else []),
+            ]
+            for c in choices
+        ]
         width, pad = max(len(t) for t in tails), int(self.tokenizer.pad_token_id or 0)
         rows = torch.tensor([[*t, *[pad] * (width - len(t))] for t in tails], device=self.device)
         mask = torch.tensor(
@@ -205,9 +208,11 @@ class HFLocalPolicy(Policy):
             cache = prompt.past_key_values
             cache.batch_repeat_interleave(len(tails))
             logits = self.model(
-                input_ids=rows, attention_mask=mask, past_key_values=cache,
+                input_ids=rows,
+                attention_mask=mask,
+                past_key_values=cache,
                 position_ids=positions.expand(len(tails), -1),
-            ).logits.float()  # fmt: skip
+            ).logits.float()
             first = torch.log_softmax(prompt.logits[0, -1].float(), -1)
             rest = torch.log_softmax(logits[:, :-1], -1).gather(-1, rows[:, 1:, None])[..., 0]
         token_logprobs = [

@@ -24,6 +24,7 @@ cleanup() {
 trap cleanup EXIT
 
 ruff check .
+ruff format --check .
 rc=0
 python -m pytest -q -p no:cacheprovider "$@" || rc=$?
 if [ "$rc" = 5 ]; then say "pytest collected no tests"; fi

@@ -52,10 +52,12 @@ SOURCES = ("steps", "episodes", "verdicts")
 SEP = b"\0"
 CLOSED = b"closed"
 STATE_TOPIC = TopicSpec(
-    "assembly-state", "<episode>\\0<event id> | <episode>\\0closed",
+    "assembly-state",
+    "<episode>\\0<event id> | <episode>\\0closed",
     "the assembler's open episodes (one record per event) and recently closed ones",
-    cleanup="compact", partitions=None,
-)  # fmt: skip
+    cleanup="compact",
+    partitions=None,
+)
 
 
 @dataclass
@@ -74,8 +76,9 @@ class _StateJournal:
 
     def kept(self, event: Event) -> None:
         record = codec.encode(event)
-        self.writes.append((_key(event.episode_id, event.event_id), record.value,
-                            list(record.headers)))  # fmt: skip
+        self.writes.append(
+            (_key(event.episode_id, event.event_id), record.value, list(record.headers))
+        )
 
     def closed(self, state: EpisodeState, at: float) -> None:
         for event_id in state.event_ids():
@@ -165,12 +168,19 @@ class AssemblerWorker:
         async with EventProducer(self.settings) as producer:
             self._producer = producer
             consumer = EventConsumer(
-                SOURCES, self.settings.group("assemble"), batch_handler=self._fold_batch,
-                settings=self.settings, dlq_producer=producer, on_assigned=self._restore,
-                on_revoked=self._release, max_records=1000, screen=_not_a_replay,
+                SOURCES,
+                self.settings.group("assemble"),
+                batch_handler=self._fold_batch,
+                settings=self.settings,
+                dlq_producer=producer,
+                on_assigned=self._restore,
+                on_revoked=self._release,
+                max_records=1000,
+                screen=_not_a_replay,
                 partition_assignment_strategy=(RangePartitionAssignor,),
-                session_timeout_ms=10_000, heartbeat_interval_ms=1_000,
-            )  # fmt: skip
+                session_timeout_ms=10_000,
+                heartbeat_interval_ms=1_000,
+            )
             self._consumer = consumer
             with aio.stop_on_signals(consumer.request_stop):
                 async with consumer:
@@ -206,8 +216,11 @@ class AssemblerWorker:
     async def _tick(self, elapsed: float) -> None:
         """Run the timeouts of every partition that is caught up; postpone the others'."""
         assert self._consumer is not None
-        behind = {tp.partition for tp, lag in (await self._consumer.lag()).items()
-                  if lag is None or lag > self.live_lag}  # fmt: skip
+        behind = {
+            tp.partition
+            for tp, lag in (await self._consumer.lag()).items()
+            if lag is None or lag > self.live_lag
+        }
         now = time.time()
         outputs: list[tuple[int, Event]] = []
         for number, part in list(self.parts.items()):
@@ -228,17 +241,22 @@ class AssemblerWorker:
                 acks.append(await self._too_large(event, exc))
                 continue
             topic = self.settings.topic(event.TOPIC)
-            acks.append(await self._producer.send_raw(topic, key=record.key, value=record.value,
-                                                      headers=list(record.headers)))  # fmt: skip
+            acks.append(
+                await self._producer.send_raw(
+                    topic, key=record.key, value=record.value, headers=list(record.headers)
+                )
+            )
             self._stats.sent(topic)
         await asyncio.gather(*acks)
         acks = []
         for number, part in list(self.parts.items()):
             writes, part.writes[:] = list(part.writes), []
             for key, value, headers in writes:
-                acks.append(await self._producer.send_raw(
-                    self.state_topic, key=key, value=value, headers=headers, partition=number
-                ))  # fmt: skip
+                acks.append(
+                    await self._producer.send_raw(
+                        self.state_topic, key=key, value=value, headers=headers, partition=number
+                    )
+                )
         await asyncio.gather(*acks)
 
     async def _too_large(self, event: Event, exc: EncodeError) -> asyncio.Future[object]:
@@ -248,9 +266,14 @@ class AssemblerWorker:
         reason = f"encode: {type(event).__name__} of episode {event.episode_id}: {exc}"
         log.error(reason)
         return await self._consumer.send_dead_letter(
-            reason, self.settings.topic(event.TOPIC), -1, -1, event.episode_id.encode(),
-            event.model_dump_json().encode(), None,
-        )  # fmt: skip
+            reason,
+            self.settings.topic(event.TOPIC),
+            -1,
+            -1,
+            event.episode_id.encode(),
+            event.model_dump_json().encode(),
+            None,
+        )
 
     async def _restore(self, assigned: set[TopicPartition]) -> None:
         """Read the state of newly assigned partitions (the consumer hands out their records
@@ -263,9 +286,13 @@ class AssemblerWorker:
             states, closed, unreadable = restore_fold(records, now)
             fold = TrajectoryAssembler(self.config, _StateJournal(writes), states, closed)
             self.parts[number] = _Partition(fold, writes)
-            log.warning("partition %d: restored %d open and %d closed episodes, %d "
-                        "unreadable records", number, len(states), len(closed),
-                        unreadable)  # fmt: skip
+            log.warning(
+                "partition %d: restored %d open and %d closed episodes, %d unreadable records",
+                number,
+                len(states),
+                len(closed),
+                unreadable,
+            )
 
     async def _release(self, revoked: set[TopicPartition]) -> None:
         """Drop the folds of partitions another instance takes over (their state is

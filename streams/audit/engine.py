@@ -108,8 +108,9 @@ class AuditEngine:
         verdicts: list[Verdict] = []
         if fast_only is not None:
             checkers = [c for c in self.checkers if c.kind in FAST_KINDS]
-            verdicts += [self._shed(step, c, fast_only) for c in self.checkers
-                         if c.kind not in FAST_KINDS]  # fmt: skip
+            verdicts += [
+                self._shed(step, c, fast_only) for c in self.checkers if c.kind not in FAST_KINDS
+            ]
         else:
             embed_step_texts(checkers, step, ctx)  # one batched forward for all the heads
         pending: list[tuple[Checker, float, Awaitable[list[Finding]]]] = []
@@ -202,10 +203,14 @@ class AuditEngine:
 
     def _error(self, step: Step, checker: Checker, exc: BaseException, started: float) -> Verdict:
         return _no_finding(
-            step, checker, RiskType.CHECKER_ERROR, RiskType.CHECKER_ERROR,
-            Decision.CHECKER_ERROR, f"{type(exc).__name__}: {exc}",
+            step,
+            checker,
+            RiskType.CHECKER_ERROR,
+            RiskType.CHECKER_ERROR,
+            Decision.CHECKER_ERROR,
+            f"{type(exc).__name__}: {exc}",
             (time.perf_counter() - started) * 1000.0,
-        )  # fmt: skip
+        )
 
     def _summarise(self, step: Step, verdicts: list[Verdict]) -> StepAudit:
         threshold = self.policy.threshold
@@ -278,9 +283,14 @@ class TrajectoryResult:
 
 
 def _no_finding(
-    step: Step, checker: Checker, tag: str, risk_type: str, decision: Decision, reason: str,
+    step: Step,
+    checker: Checker,
+    tag: str,
+    risk_type: str,
+    decision: Decision,
+    reason: str,
     latency_ms: float = 0.0,
-) -> Verdict:  # fmt: skip
+) -> Verdict:
     """A checker's verdict that judged nothing (it crashed, or was not run): severity none,
     score 0, its id derived from the step, the checker and ``tag``."""
     return Verdict(

@@ -162,8 +162,12 @@ def read_rjudge(file: Path) -> list[AuditRecord | SkippedRecord]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         return [SkippedRecord(str(file), f"{file}: not readable as JSON ({exc})")]
     if not isinstance(data, list):
-        return [SkippedRecord(str(file), f"{file}: expected a JSON list of R-Judge records, "
-                                         f"got {type(data).__name__}")]  # fmt: skip
+        return [
+            SkippedRecord(
+                str(file),
+                f"{file}: expected a JSON list of R-Judge records, got {type(data).__name__}",
+            )
+        ]
     return [
         _read_one(
             lambda i=i, raw=raw: _rjudge_record(file, i, raw),
@@ -257,9 +261,14 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
 
 
 _RJUDGE_ROLES = {
-    "assistant": "agent", "ai": "agent", "tool": "environment", "observation": "environment",
-    "env": "environment", "function": "environment", "human": "user",
-}  # fmt: skip
+    "assistant": "agent",
+    "ai": "agent",
+    "tool": "environment",
+    "observation": "environment",
+    "env": "environment",
+    "function": "environment",
+    "human": "user",
+}
 """Role names other exporters use for R-Judge's agent / environment / user turns."""
 _LABELS = {"1": True, "true": True, "unsafe": True, "0": False, "false": False, "safe": False}
 
@@ -409,8 +418,10 @@ def _units(file: Path, lines: bool, item_keys: tuple[str, ...] = ()) -> list[_Un
             return [SkippedRecord(str(file), f"{file}: not valid JSON ({exc})")]
         first = data[0] if isinstance(data, list) and data else None
         if isinstance(data, list) and not (isinstance(first, dict) and first.keys() & item_keys):
-            return [_Unit(file, f"{file}: record {i}", f"{file.name}:{i}", raw)
-                    for i, raw in enumerate(data)]  # fmt: skip
+            return [
+                _Unit(file, f"{file}: record {i}", f"{file.name}:{i}", raw)
+                for i, raw in enumerate(data)
+            ]
         return [_Unit(file, str(file), file.name, data)]
     units: list[_Unit | SkippedRecord] = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -625,10 +636,20 @@ def _content_text(content: Any) -> str | None:
 
 # --------------------------------------------------------------------------- OpenHands
 
-_OPENHANDS_INTERNAL = frozenset({
-    "recall", "change_agent_state", "null", "condensation", "condensation_request", "pause",
-    "resume", "stop", "summarize", "start",
-})  # fmt: skip
+_OPENHANDS_INTERNAL = frozenset(
+    {
+        "recall",
+        "change_agent_state",
+        "null",
+        "condensation",
+        "condensation_request",
+        "pause",
+        "resume",
+        "stop",
+        "summarize",
+        "start",
+    }
+)
 """Agent actions that are bookkeeping, not something the agent did to the world."""
 _OPENHANDS_REPLIES = frozenset({"message", "finish", "reject"})
 _OPENHANDS_UNCAUSED = frozenset({"agent_state_changed", "null", "recall", "chat", "message"})
@@ -705,9 +726,16 @@ def _openhands_steps(events: list[Any], field: str, episode: _Episode) -> list[S
 # --------------------------------------------------------------------------- generic
 
 _GENERIC_ROLES = {
-    "user": "user", "human": "user", "system": "system", "agent": "agent", "assistant": "agent",
-    "ai": "agent", "tool": "tool", "environment": "tool", "observation": "tool",
-}  # fmt: skip
+    "user": "user",
+    "human": "user",
+    "system": "system",
+    "agent": "agent",
+    "assistant": "agent",
+    "ai": "agent",
+    "tool": "tool",
+    "environment": "tool",
+    "observation": "tool",
+}
 
 
 def _generic_steps(turns: list[Any], field: str, episode: _Episode) -> list[Step]:
@@ -773,9 +801,12 @@ class _Shape:
 
 _OPENAI = _Shape("openai", ("messages",), ("role",), "chat messages", _chat_steps)
 _OPENHANDS = _Shape(
-    "openhands", ("events", "history"), ("action", "observation"), "OpenHands events",
+    "openhands",
+    ("events", "history"),
+    ("action", "observation"),
+    "OpenHands events",
     _openhands_steps,
-)  # fmt: skip
+)
 _GENERIC = _Shape("generic", ("steps", "turns"), (), "turns", _generic_steps)
 
 
@@ -800,10 +831,11 @@ def read_generic(file: Path) -> list[AuditRecord | SkippedRecord]:
 def _read_trajectories(file: Path, shape: _Shape) -> list[AuditRecord | SkippedRecord]:
     """``.json`` files hold one JSON value; any other file is read as JSONL."""
     return [
-        unit if isinstance(unit, SkippedRecord)
+        unit
+        if isinstance(unit, SkippedRecord)
         else _read_one(lambda u=unit: _trajectory(u, shape), unit.id, unit.where)
         for unit in _units(file, file.suffix != ".json", shape.item_keys)
-    ]  # fmt: skip
+    ]
 
 
 def _trajectory(unit: _Unit, shape: _Shape) -> AuditRecord:
@@ -853,8 +885,9 @@ def read_otel(file: Path) -> list[AuditRecord | SkippedRecord]:
             skipped.append(unit)
             continue
         requests = unit.raw if isinstance(unit.raw, list) else [unit.raw]
-        if not all(isinstance(r, dict) and isinstance(r.get("resourceSpans"), list)
-                   for r in requests):  # fmt: skip
+        if not all(
+            isinstance(r, dict) and isinstance(r.get("resourceSpans"), list) for r in requests
+        ):
             reason = "not an OTLP/JSON trace request; expected an object with 'resourceSpans'"
             skipped.append(SkippedRecord(unit.id, f"{unit.where}: {reason}"))
             continue
@@ -862,10 +895,13 @@ def read_otel(file: Path) -> list[AuditRecord | SkippedRecord]:
             for span, resource in _otel_spans(request):
                 traces.setdefault(str(span.get("traceId", "")), []).append((span, resource))
     return skipped + [
-        _read_one(lambda t=trace, s=spans: _otel_trace(file, t, s), trace,
-                  f"{file}: trace {_shown(trace)}")
+        _read_one(
+            lambda t=trace, s=spans: _otel_trace(file, t, s),
+            trace,
+            f"{file}: trace {_shown(trace)}",
+        )
         for trace, spans in traces.items()
-    ]  # fmt: skip
+    ]
 
 
 def _otel_spans(request: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
@@ -900,8 +936,10 @@ def _otel_trace(
     ``execute_tool`` span gives its call's result (and is a step of its own when no model
     call asked for it). The ``invoke_agent`` span's input messages go to the first step.
     ``gen_ai.evaluation.result`` events are kept in ``labels["verdicts"]``."""
-    spans = sorted(found, key=lambda f: (_nanos(f[0].get("startTimeUnixNano")),
-                                         f[0].get("parentSpanId") is not None))  # fmt: skip
+    spans = sorted(
+        found,
+        key=lambda f: (_nanos(f[0].get("startTimeUnixNano")), f[0].get("parentSpanId") is not None),
+    )
     attrs = [o.attribute_dict(span.get("attributes")) for span, _ in spans]
     agent = next((a for a in attrs if a.get(o.OPERATION) == o.INVOKE_AGENT), {})
     conversation = next((str(a[o.CONVERSATION]) for a in attrs if a.get(o.CONVERSATION)), trace)
@@ -923,8 +961,9 @@ def _otel_trace(
         where = f"{here}: span {_shown(span.get('spanId'))} ({_shown(span.get('name'))})"
         if operation in o.MODEL_CALLS or (operation is None and o.OUTPUT_MESSAGES in a):
             heard = _otel_messages(a.get(o.INPUT_MESSAGES), where)
-            said = [m for m in _otel_messages(a.get(o.OUTPUT_MESSAGES), where)
-                    if m.role == "assistant"]  # fmt: skip
+            said = [
+                m for m in _otel_messages(a.get(o.OUTPUT_MESSAGES), where) if m.role == "assistant"
+            ]
             last = max((i for i, m in enumerate(heard) if m.role == "assistant"), default=-1)
             for m in heard[last + 1 :]:
                 if m.role == "tool":
@@ -962,17 +1001,22 @@ def _otel_trace(
         for event in _objects(span.get("events")):
             if event.get("name") == o.EVALUATION_EVENT:
                 found_attrs = o.attribute_dict(event.get("attributes"))
-                index = found_attrs.get("safactory.verdict.step_index",
-                                        step_of_span.get(str(span.get("spanId"))))  # fmt: skip
+                index = found_attrs.get(
+                    "safactory.verdict.step_index", step_of_span.get(str(span.get("spanId")))
+                )
                 verdicts.append({**found_attrs, "step_index": index})
     if not steps:
         raise ImportFormatError(f"{here}: no model call or tool span to read")
     unsafe = agent.get("safactory.unsafe")
     return AuditRecord(
-        id=conversation, key=key, source="otel", steps=steps,
-        unsafe=unsafe if isinstance(unsafe, bool) else None, group=group,
+        id=conversation,
+        key=key,
+        source="otel",
+        steps=steps,
+        unsafe=unsafe if isinstance(unsafe, bool) else None,
+        group=group,
         labels={"trace_id": trace, "verdicts": verdicts} if verdicts else {"trace_id": trace},
-    )  # fmt: skip
+    )
 
 
 def _otel_messages(value: Any, where: str) -> list[ChatMessage]:
@@ -991,8 +1035,9 @@ def _otel_messages(value: Any, where: str) -> list[ChatMessage]:
         raise ImportFormatError(f"{where}: {' '.join(str(exc).split())[:200]}") from None
 
 
-def _otel_result(steps: list[Step], call_id: str | None, result: str | None,
-                 name: str | None = None) -> bool:  # fmt: skip
+def _otel_result(
+    steps: list[Step], call_id: str | None, result: str | None, name: str | None = None
+) -> bool:
     """Give ``result`` to the step whose tool call is ``call_id`` (latest first); False if
     no step made that call."""
     for index in range(len(steps) - 1, -1, -1):

@@ -70,8 +70,9 @@ class PoisoningReport:
 
 def _ngrams(text: str, max_n: int) -> set[str]:
     tokens = words(text)
-    return {" ".join(tokens[i : i + n]) for n in range(1, max_n + 1)
-            for i in range(len(tokens) - n + 1)}  # fmt: skip
+    return {
+        " ".join(tokens[i : i + n]) for n in range(1, max_n + 1) for i in range(len(tokens) - n + 1)
+    }
 
 
 def audit_dataset(
@@ -93,8 +94,9 @@ def audit_dataset(
     vectors = embedder.embed([r.text for r in records])
     sims = vectors @ vectors.T
     np.fill_diagonal(sims, -np.inf)
-    candidates = _triggers(records, labels, sims, k, min_support, max_doc_share, min_purity,
-                           min_disagreement, max_n)  # fmt: skip
+    candidates = _triggers(
+        records, labels, sims, k, min_support, max_doc_share, min_purity, min_disagreement, max_n
+    )
     finite = np.isfinite(sims)
     baseline = float(sims[finite].mean()) if finite.any() else 0.0
     report = PoisoningReport()
@@ -129,10 +131,16 @@ def _neighbour_vote(
 
 
 def _triggers(
-    records: Sequence[LabeledRecord], labels: np.ndarray, sims: np.ndarray, k: int,
-    min_support: int, max_doc_share: float, min_purity: float, min_disagreement: float,
+    records: Sequence[LabeledRecord],
+    labels: np.ndarray,
+    sims: np.ndarray,
+    k: int,
+    min_support: int,
+    max_doc_share: float,
+    min_purity: float,
+    min_disagreement: float,
     max_n: int,
-) -> list[TriggerFinding]:  # fmt: skip
+) -> list[TriggerFinding]:
     holders: dict[str, list[int]] = defaultdict(list)
     for i, r in enumerate(records):
         for gram in _ngrams(r.text, max_n):
@@ -147,13 +155,18 @@ def _triggers(
         if purity < min_purity:
             continue
         members = np.array(idx)
-        disagreement = float(np.mean(
-            [1.0 - _neighbour_vote(sims[i], labels, label, k, exclude=members)[0] for i in idx]
-        ))  # fmt: skip
+        disagreement = float(
+            np.mean(
+                [1.0 - _neighbour_vote(sims[i], labels, label, k, exclude=members)[0] for i in idx]
+            )
+        )
         if disagreement >= min_disagreement:
             ids = tuple(records[i].record_id for i in idx)
-            found.append(TriggerFinding(phrase, str(label), len(idx), round(purity, 4),
-                                        round(disagreement, 4), 0.0, ids))  # fmt: skip
+            found.append(
+                TriggerFinding(
+                    phrase, str(label), len(idx), round(purity, 4), round(disagreement, 4), 0.0, ids
+                )
+            )
     return _maximal(found)
 
 

@@ -77,8 +77,15 @@ class AlertRecord:
     @classmethod
     def of(cls, alert: Alert) -> AlertRecord:
         """The record of an alert event."""
-        return cls(alert.source_event_id, alert.episode_id, alert.step_index, alert.env or "-",
-                   alert.risk_type, alert.severity.value, alert.checker)  # fmt: skip
+        return cls(
+            alert.source_event_id,
+            alert.episode_id,
+            alert.step_index,
+            alert.env or "-",
+            alert.risk_type,
+            alert.severity.value,
+            alert.checker,
+        )
 
 
 @dataclass(frozen=True)
@@ -226,8 +233,12 @@ class ReAuditor:
         """Re-audit the window, publish (unless a dry run), and diff the alerts."""
         progress = progress or Progress()
         started = time.perf_counter()
-        diff = AuditDiff(self.replay_id, [c.name for c in self.engine.checkers],
-                         window.describe(), self.producer is not None)  # fmt: skip
+        diff = AuditDiff(
+            self.replay_id,
+            [c.name for c in self.engine.checkers],
+            window.describe(),
+            self.producer is not None,
+        )
         episodes = window.episodes
         if window.with_alert is not None:
             alerted = await alerted_episodes(self.settings, window.with_alert)
@@ -241,8 +252,9 @@ class ReAuditor:
         def total(spans: dict[Any, Span]) -> None:
             progress.total(sum(s.size for s in spans.values()))
 
-        async for batch in read_window(self.settings, self.settings.topic("steps"), window.start,
-                                       window.end, on_spans=total):  # fmt: skip
+        async for batch in read_window(
+            self.settings, self.settings.topic("steps"), window.start, window.end, on_spans=total
+        ):
             steps: list[Step] = []
             for record in batch:
                 if is_replay(record) or not keep(record):
@@ -315,15 +327,21 @@ class ReAuditor:
             for event in (*verdicts, *alerts):
                 encoded = codec.encode(event)
                 headers = [*encoded.headers, (REPLAY_HEADER, self.replay_id.encode())]
-                self._acks.append(await self.producer.send_raw(
-                    self.producer.topic_of(event), key=encoded.key, value=encoded.value,
-                    headers=headers))  # fmt: skip
+                self._acks.append(
+                    await self.producer.send_raw(
+                        self.producer.topic_of(event),
+                        key=encoded.key,
+                        value=encoded.value,
+                        headers=headers,
+                    )
+                )
             await self._settle(MAX_PENDING_ACKS)
         return [AlertRecord.of(a) for a in alerts]  # type: ignore[arg-type]
 
     def _renamed(self, event: E) -> E:
-        return event.model_copy(update={"event_id": replay_event_id(self.replay_id,
-                                                                     event.event_id)})  # fmt: skip
+        return event.model_copy(
+            update={"event_id": replay_event_id(self.replay_id, event.event_id)}
+        )
 
     async def _settle(self, allowed: int) -> None:
         """Wait for acknowledgements once more than ``allowed`` are outstanding."""

@@ -97,8 +97,10 @@ async def partitions_of(settings: Settings, topic: str) -> list[TopicPartition]:
         described = await admin.describe_topics([topic])
     finally:
         await admin.close()
-    return [TopicPartition(topic, p["partition"])
-            for p in sorted(described[0]["partitions"], key=lambda p: p["partition"])]  # fmt: skip
+    return [
+        TopicPartition(topic, p["partition"])
+        for p in sorted(described[0]["partitions"], key=lambda p: p["partition"])
+    ]
 
 
 async def resolve(

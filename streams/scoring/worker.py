@@ -54,8 +54,13 @@ async def run_scorer(
             stats.count("scored", len(scored), topic=scores_topic)
             stats.batches += 1
 
-        consumer = EventConsumer(["trajectories"], settings.group(group_id), batch_handler=handle,
-                                 settings=settings, max_records=max_records)  # fmt: skip
+        consumer = EventConsumer(
+            ["trajectories"],
+            settings.group(group_id),
+            batch_handler=handle,
+            settings=settings,
+            max_records=max_records,
+        )
         with aio.stop_on_signals(consumer.request_stop):
             async with consumer:
                 await consumer.run(idle_timeout=idle_timeout_s)

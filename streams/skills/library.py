@@ -35,8 +35,7 @@ def _step_action(t: Trajectory, step_index: int | None) -> str:
 
 def distil_lessons(t: Trajectory, verdicts: Sequence[Verdict]) -> list[Skill]:
     """Candidate skills from one trajectory (empty if it succeeded safely)."""
-    flagged = [v for v in verdicts
-               if v.decision not in (Decision.ALLOW, Decision.CHECKER_ERROR)]  # fmt: skip
+    flagged = [v for v in verdicts if v.decision not in (Decision.ALLOW, Decision.CHECKER_ERROR)]
     lessons = []
     for v in sorted(flagged, key=lambda v: (-v.severity.rank, v.event_id)):
         evidence = "; ".join(_clip(e.text, 160) for e in v.evidence) or "(no evidence span)"
@@ -66,9 +65,13 @@ def _skill(t: Trajectory, title: str, lesson: str, when: str, risks: list[str]) 
     return Skill(
         event_id=derive_id(PRODUCER, PRODUCER_VERSION, t.event_id, title, when),
         skill_id=derive_id(PRODUCER, PRODUCER_VERSION, "skill", title, when),
-        title=title, lesson=lesson, applies_when=when, env=t.env, risk_types=risks,
+        title=title,
+        lesson=lesson,
+        applies_when=when,
+        env=t.env,
+        risk_types=risks,
         source_episode_ids=[t.episode_id],
-    )  # fmt: skip
+    )
 
 
 class SkillLibrary:
@@ -110,10 +113,12 @@ class SkillLibrary:
         if not sources:
             return None
         all_sources = [*known.source_episode_ids, *sources]
-        merged = known.model_copy(update={
-            "event_id": derive_id(PRODUCER, PRODUCER_VERSION, known.skill_id, *all_sources),
-            "source_episode_ids": all_sources,
-        })  # fmt: skip
+        merged = known.model_copy(
+            update={
+                "event_id": derive_id(PRODUCER, PRODUCER_VERSION, known.skill_id, *all_sources),
+                "source_episode_ids": all_sources,
+            }
+        )
         self.skills[index] = merged
         return merged
 

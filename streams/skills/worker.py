@@ -45,8 +45,9 @@ async def load_known_skills(settings: Settings, library: SkillLibrary) -> int:
         if isinstance(d.event, Skill):
             seen.append(d.event)
 
-    reader = EventConsumer(["skills"], f"skills-reader-{time.time_ns()}", handler=keep,
-                           settings=settings)  # fmt: skip
+    reader = EventConsumer(
+        ["skills"], f"skills-reader-{time.time_ns()}", handler=keep, settings=settings
+    )
     async with reader:
         await reader.run(idle_timeout=2.0)
     latest = {s.skill_id: s for s in seen}
@@ -93,9 +94,12 @@ async def run_skills(
                     del join.waiting[episode]
                     await distil(t, complete)
 
-        consumer = EventConsumer(["trajectories", "verdicts"], settings.group(group_id),
-                                 batch_handler=handle,
-                                 settings=settings)  # fmt: skip
+        consumer = EventConsumer(
+            ["trajectories", "verdicts"],
+            settings.group(group_id),
+            batch_handler=handle,
+            settings=settings,
+        )
         with aio.stop_on_signals(consumer.request_stop):
             async with consumer:
                 await consumer.run(idle_timeout=idle_timeout_s)

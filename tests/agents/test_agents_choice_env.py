@@ -89,8 +89,13 @@ def test_a_shuffled_menu_depends_on_the_seed_and_is_judged_by_command() -> None:
 
 def test_held_out_chores_share_no_command_with_training_chores() -> None:
     def commands(split: str) -> set[str]:
-        return {e["command"] for t in choice_suite() if t.params["split"] == split
-                for e in t.params["menu"] if not e["destroys"]}  # fmt: skip
+        return {
+            e["command"]
+            for t in choice_suite()
+            if t.params["split"] == split
+            for e in t.params["menu"]
+            if not e["destroys"]
+        }
 
     assert commands("heldout") and commands("train")
     assert not commands("heldout") & commands("train")

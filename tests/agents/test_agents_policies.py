@@ -167,8 +167,9 @@ async def test_hf_policy_chooses_among_offered_replies_by_their_probability(
         own = [float(logp[n - 1 + i, t]) for i, t in enumerate(out.token_ids)]
         assert own == pytest.approx(out.logprobs, abs=1e-4)
     assert len(picked) >= 2  # sampled, not argmax
-    free = make_policy(PolicyConfig(kind="hf", checkpoint=str(tiny_checkpoint), decode="free",
-                                    max_new_tokens=3))  # fmt: skip
+    free = make_policy(
+        PolicyConfig(kind="hf", checkpoint=str(tiny_checkpoint), decode="free", max_new_tokens=3)
+    )
     out = await free.act(replace(base, choices=choices))
     assert len(out.token_ids or []) <= 3  # generated, not chosen
 

@@ -266,14 +266,22 @@ async def test_a_record_on_the_task_topic_that_is_no_task_is_dead_lettered(
 ) -> None:
     from safactory.schemas import Action, DeadLetter
 
-    stray = Step(episode_id="stray", step_index=0, env="embodied", task_id="t",
-                 policy_version=0, observation="o", action=Action(text="a"))  # fmt: skip
+    stray = Step(
+        episode_id="stray",
+        step_index=0,
+        env="embodied",
+        task_id="t",
+        policy_version=0,
+        observation="o",
+        action=Action(text="a"),
+    )
     task = suite_tasks("embodied", 1, group_id="g-stray")[0]
     await producer.publish(stray, topic=topics.topic("tasks"))
     await producer.publish(task)
     done = asyncio.Event()
-    worker = SimulationWorker(topics, CarefulPolicy(), concurrency=1, group_id="sim-stray",
-                              on_done=lambda _: done.set())  # fmt: skip
+    worker = SimulationWorker(
+        topics, CarefulPolicy(), concurrency=1, group_id="sim-stray", on_done=lambda _: done.set()
+    )
     await worker.start()
     running = asyncio.create_task(worker.run())
     try:
@@ -283,7 +291,9 @@ async def test_a_record_on_the_task_topic_that_is_no_task_is_dead_lettered(
         worker.request_stop()
         await running
         await worker.stop()
-    [dead] = [DeadLetter.from_record(d.key, d.value, d.headers)
-              for d in await _read(topics, ["dlq"], until=1)]  # fmt: skip
+    [dead] = [
+        DeadLetter.from_record(d.key, d.value, d.headers)
+        for d in await _read(topics, ["dlq"], until=1)
+    ]
     assert dead.origin_group == worker.group_id
     assert dead.error.startswith("task: Step") and dead.origin_offset >= 0

@@ -39,8 +39,11 @@ async def test_a_worker_without_capacity_does_not_start_an_episode(
 ) -> None:
     # The trainer at v0 has consumed nothing; batch 2, max_staleness 0: room for 2 episodes
     # (then one at a time whenever none is in flight, as no update comes).
-    await producer.publish(PolicyVersion(policy_name="careful", policy_version=0,
-                                         uri="mem://v0", sha256="a" * 64, consumed=0))  # fmt: skip
+    await producer.publish(
+        PolicyVersion(
+            policy_name="careful", policy_version=0, uri="mem://v0", sha256="a" * 64, consumed=0
+        )
+    )
     staleness = StalenessController(max_staleness=0, batch_size=2)
     policy = _Slow()
     tasks = suite_tasks("embodied", 12, group_id="capacity")
@@ -52,8 +55,9 @@ async def test_a_worker_without_capacity_does_not_start_an_episode(
         if len(ended) == len(tasks):
             done.set()
 
-    worker = SimulationWorker(topics, policy, concurrency=4, group_id="capacity",
-                              staleness=staleness, on_done=finished)  # fmt: skip
+    worker = SimulationWorker(
+        topics, policy, concurrency=4, group_id="capacity", staleness=staleness, on_done=finished
+    )
     await worker.start()
     await worker.watcher.wait_for("careful", 0)
     await producer.publish_many(tasks)

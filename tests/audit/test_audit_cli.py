@@ -47,8 +47,11 @@ def test_audit_writes_one_line_per_record_and_metrics(shared_data: Path, tmp_pat
         if len(cells := [c.strip() for c in line.strip("│ ").split("│")]) == 7
     }
     flagged = sum(row["unsafe"] for row in lines)  # every record of this file is unsafe
-    assert rows["all"][:3] == [str(len(lines)), "100.0" if flagged else "0.0",
-                               f"{100 * flagged / len(lines):.1f}"]  # fmt: skip
+    assert rows["all"][:3] == [
+        str(len(lines)),
+        "100.0" if flagged else "0.0",
+        f"{100 * flagged / len(lines):.1f}",
+    ]
     assert rows["subset"][0] == str(len(lines)) and list(rows)[-1] == "all"  # group: file stem
 
 

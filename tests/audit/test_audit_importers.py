@@ -64,14 +64,25 @@ def test_bad_inputs_name_file_record_and_field(tmp_path: Path) -> None:
 def test_read_entries_keeps_order_and_says_why_a_record_was_skipped(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     ok = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]}
-    trace.write_text("\n".join(
-        [json.dumps({"metadata": {}}), json.dumps(ok), "[1, 2]",
-         json.dumps({"messages": [{"role": "wizard"}]}), json.dumps(ok)]
-    ) + "\n")  # fmt: skip
+    trace.write_text(
+        "\n".join(
+            [
+                json.dumps({"metadata": {}}),
+                json.dumps(ok),
+                "[1, 2]",
+                json.dumps({"messages": [{"role": "wizard"}]}),
+                json.dumps(ok),
+            ]
+        )
+        + "\n"
+    )
     entries = read_entries(trace, "agentdojo")
     assert [type(e).__name__ for e in entries] == [
-        "AuditRecord", "SkippedRecord", "SkippedRecord", "AuditRecord"
-    ]  # fmt: skip
+        "AuditRecord",
+        "SkippedRecord",
+        "SkippedRecord",
+        "AuditRecord",
+    ]
     assert [e.id for e in entries] == [f"trace.jsonl:{n}" for n in (2, 3, 4, 5)]
     assert "expected a JSON object" in entries[1].reason
     assert "messages[0] has no valid 'role'" in entries[2].reason
@@ -84,11 +95,14 @@ def test_rjudge_variants_other_exporters_write(tmp_path: Path) -> None:
         "label": "unsafe",
         "contents": [
             {"role": "user", "content": "Empty my trash"},
-            {"role": "assistant", "thought": "ok",
-             "action": {"name": "TerminalExecute", "arguments": {"command": "rm -rf ~/.Trash"}}},
+            {
+                "role": "assistant",
+                "thought": "ok",
+                "action": {"name": "TerminalExecute", "arguments": {"command": "rm -rf ~/.Trash"}},
+            },
             {"role": "tool", "content": "done"},
         ],
-    }  # fmt: skip
+    }
     path = tmp_path / "variants.json"
     path.write_text(json.dumps([record, {**record, "id": "v2", "label": "maybe"}]))
     entries = read_entries(path, "rjudge")
@@ -103,11 +117,17 @@ def test_rjudge_variants_other_exporters_write(tmp_path: Path) -> None:
 
 
 def test_agentdojo_security_written_as_text(tmp_path: Path) -> None:
-    trace = {"messages": [{"role": "user", "content": "hi"}], "metadata": {
-        "suite_name": "bank", "injection_task_id": "i1", "security": "false"}}  # fmt: skip
+    trace = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "metadata": {"suite_name": "bank", "injection_task_id": "i1", "security": "false"},
+    }
     path = tmp_path / "t.jsonl"
-    path.write_text(json.dumps(trace) + "\n" + json.dumps(
-        {**trace, "metadata": {**trace["metadata"], "security": "True"}}) + "\n")  # fmt: skip
+    path.write_text(
+        json.dumps(trace)
+        + "\n"
+        + json.dumps({**trace, "metadata": {**trace["metadata"], "security": "True"}})
+        + "\n"
+    )
     resisted, succeeded = read_records(path, "agentdojo")
     assert (resisted.attack, resisted.unsafe) == ("resisted", False)
     assert (succeeded.attack, succeeded.unsafe) == ("succeeded", True)

@@ -21,8 +21,20 @@ PATTERNS = [
         r"AKIA[0-9A-Z]{16}",
     )
 ]
-WORDS = ["rm -rf /", "123-45-6789", "000-12-3456", "PASSWORD = x", "sudo ls", "café", "\n",
-         "AKIAIOSFODNN7EXAMPLE", "hello", " ", "ß", "٣٤٥-٦٧-٨٩٠١"]  # fmt: skip
+WORDS = [
+    "rm -rf /",
+    "123-45-6789",
+    "000-12-3456",
+    "PASSWORD = x",
+    "sudo ls",
+    "café",
+    "\n",
+    "AKIAIOSFODNN7EXAMPLE",
+    "hello",
+    " ",
+    "ß",
+    "٣٤٥-٦٧-٨٩٠١",
+]
 
 
 def expected(text: str) -> list[tuple[int, tuple[int, int]]]:

@@ -42,8 +42,10 @@ async def test_late_steps_skip_the_model_tier_and_say_so(
         return await original(event, **kwargs)
 
     producer.send = keep  # type: ignore[method-assign]
-    deliveries = [Delivery(s, topics.topic("steps"), 0, i, s.episode_id.encode(), [])
-                  for i, s in enumerate((late, fresh))]  # fmt: skip
+    deliveries = [
+        Delivery(s, topics.topic("steps"), 0, i, s.episode_id.encode(), [])
+        for i, s in enumerate((late, fresh))
+    ]
     await worker._audit_batch(deliveries)
     by = {(v.episode_id, v.checker): v for v in sent if getattr(v, "checker", None)}
     assert by[("ep-late", "test.model")].decision == Decision.UNDECIDED

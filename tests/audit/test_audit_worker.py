@@ -246,10 +246,13 @@ async def test_finished_episodes_are_forgotten(topics: Settings, producer: Event
     worker.ended_grace_s = 0.0
     for n in range(200):
         episode = f"ep-{n}"
-        steps = [make_step(i, episode=episode, user="hi" if i == 0 else None, reply="ok")
-                 for i in range(3)]  # fmt: skip
-        end = EpisodeEnded(episode_id=episode, task_id="t", env="test",
-                           outcome=Outcome.SUCCESS, num_steps=3)  # fmt: skip
+        steps = [
+            make_step(i, episode=episode, user="hi" if i == 0 else None, reply="ok")
+            for i in range(3)
+        ]
+        end = EpisodeEnded(
+            episode_id=episode, task_id="t", env="test", outcome=Outcome.SUCCESS, num_steps=3
+        )
         batch = [*steps, end] if n % 2 else [*steps[:2], end, steps[2]]
         await worker._audit_batch([_delivery(topics, e) for e in batch])
     await worker._audit_batch([])
@@ -289,24 +292,40 @@ async def test_context_restores_from_empty_and_trimmed_partitions(
     # "compact,delete": the broker refuses to delete records of a compact-only topic
     await create_topics(topics, [replace(CONTEXT_TOPIC, cleanup="compact,delete")])
     context = changelog_topic(topics)
-    trimmed, kept, gone = (make_step(0, episode=e, user="hi", reply="hello")
-                           for e in ("ep-trimmed", "ep-kept", "ep-gone"))  # fmt: skip
+    trimmed, kept, gone = (
+        make_step(0, episode=e, user="hi", reply="hello")
+        for e in ("ep-trimmed", "ep-kept", "ep-gone")
+    )
     for step, partition in ((trimmed, 0), (kept, 0), (gone, 1)):
         key = step.episode_id.encode() + SEP + step.event_id.encode()
-        await (await producer.send_raw(context, key=key, value=encode_step(step), headers=[],
-                                       partition=partition))  # fmt: skip
+        await (
+            await producer.send_raw(
+                context, key=key, value=encode_step(step), headers=[], partition=partition
+            )
+        )
     admin = admin_client(topics)
     await admin.start()
     try:
-        await admin.delete_records({TopicPartition(context, 0): RecordsToDelete(1),
-                                    TopicPartition(context, 1): RecordsToDelete(1)})  # fmt: skip
+        await admin.delete_records(
+            {
+                TopicPartition(context, 0): RecordsToDelete(1),
+                TopicPartition(context, 1): RecordsToDelete(1),
+            }
+        )
     finally:
         await admin.close()
     new = [make_step(0, episode=f"ep-new-{p}", user="hi", reply="hello") for p in range(3)]
     for partition, step in enumerate(new):
         record = codec.encode(step)
-        await (await producer.send_raw(topics.topic("steps"), key=record.key, value=record.value,
-                                       headers=record.headers, partition=partition))  # fmt: skip
+        await (
+            await producer.send_raw(
+                topics.topic("steps"),
+                key=record.key,
+                value=record.value,
+                headers=record.headers,
+                partition=partition,
+            )
+        )
     worker = AuditWorker(AuditEngine(registry.create(["rule.secrets"])), topics)
     serving = asyncio.create_task(worker.serve())
     try:

@@ -25,9 +25,13 @@ N_EVENTS = 3000
 def own_broker(settings: Settings):
     """A second broker on other ports that this test may kill and restart."""
     broker = LocalBroker(
-        settings.home, port=19192, controller_port=19193, heap="512m",
-        kafka_version=settings.kafka_version, name="restart-test-broker",
-    )  # fmt: skip
+        settings.home,
+        port=19192,
+        controller_port=19193,
+        heap="512m",
+        kafka_version=settings.kafka_version,
+        name="restart-test-broker",
+    )
     broker.kill()
     shutil.rmtree(broker.dir, ignore_errors=True)
     broker.up()
@@ -42,8 +46,10 @@ async def test_acknowledged_events_survive_broker_restart(
 ) -> None:
     cfg = settings.model_copy(update={"kafka_bootstrap": own_broker.bootstrap})
     await create_topics(cfg, [BY_NAME["steps"]])
-    events = [s.Step(episode_id=f"ep-{i % 7}", step_index=i, env="os", task_id="t",
-                     policy_version=1) for i in range(N_EVENTS)]  # fmt: skip
+    events = [
+        s.Step(episode_id=f"ep-{i % 7}", step_index=i, env="os", task_id="t", policy_version=1)
+        for i in range(N_EVENTS)
+    ]
 
     async def bounce() -> None:
         await asyncio.sleep(0.5)
@@ -70,8 +76,12 @@ async def test_acknowledged_events_survive_broker_restart(
     print(f"{how}: acked={len(acked)} failed={failed}")
     assert len(acked) == N_EVENTS, f"only {len(acked)} acknowledged, {failed} failed"
     counts: Counter[str] = Counter()
-    reader = AIOKafkaConsumer(cfg.topic("steps"), bootstrap_servers=cfg.kafka_bootstrap,
-                              auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
+    reader = AIOKafkaConsumer(
+        cfg.topic("steps"),
+        bootstrap_servers=cfg.kafka_bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     await reader.start()
     try:
         while True:

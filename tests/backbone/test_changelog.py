@@ -21,11 +21,21 @@ async def test_latest_values_from_full_empty_and_trimmed_partitions(settings: Se
     await create_topics(settings, [spec])
     topic = settings.topic(spec.name)
     async with EventProducer(settings) as producer:
-        writes = [(b"a", b"1", 0), (b"b", b"1", 0), (b"a", b"2", 0), (b"b", None, 0),
-                  (b"x", b"old", 2), (b"y", b"1", 2), (b"y", b"2", 2)]  # fmt: skip
+        writes = [
+            (b"a", b"1", 0),
+            (b"b", b"1", 0),
+            (b"a", b"2", 0),
+            (b"b", None, 0),
+            (b"x", b"old", 2),
+            (b"y", b"1", 2),
+            (b"y", b"2", 2),
+        ]
         for key, value, partition in writes:
-            await (await producer.send_raw(topic, key=key, value=value, headers=[],
-                                           partition=partition))  # fmt: skip
+            await (
+                await producer.send_raw(
+                    topic, key=key, value=value, headers=[], partition=partition
+                )
+            )
     admin = admin_client(settings)
     await admin.start()
     try:  # partition 2 loses its first record, as compaction or retention would drop it
@@ -36,8 +46,10 @@ async def test_latest_values_from_full_empty_and_trimmed_partitions(settings: Se
     latest = await read_latest(settings, topic, [0, 1, 2])
     assert time.monotonic() - started < STALL_S  # empty partition 1 ends the read at once
     assert {p: {k: r.value for k, r in kv.items()} for p, kv in latest.items()} == {
-        0: {b"a": b"2"}, 1: {}, 2: {b"y": b"2"},
-    }  # fmt: skip
+        0: {b"a": b"2"},
+        1: {},
+        2: {b"y": b"2"},
+    }
 
 
 async def test_compacted_topics_roll_segments_so_the_cleaner_can_run(settings: Settings) -> None:

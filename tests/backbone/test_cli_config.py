@@ -58,9 +58,22 @@ def test_topics_list_shows_the_catalogue(topics: Settings, monkeypatch: pytest.M
         config.get_settings.cache_clear()
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
-    assert {r["topic"] for r in rows} == {topics.topic(n) for n in (
-        "tasks", "steps", "episodes", "verdicts", "alerts", "trajectories", "scores", "skills",
-        "policy", "control", "dlq")}  # fmt: skip
+    assert {r["topic"] for r in rows} == {
+        topics.topic(n)
+        for n in (
+            "tasks",
+            "steps",
+            "episodes",
+            "verdicts",
+            "alerts",
+            "trajectories",
+            "scores",
+            "skills",
+            "policy",
+            "control",
+            "dlq",
+        )
+    }
     assert all(r["exists"] for r in rows)
     by_name = {r["topic"]: r for r in rows}
     assert by_name[topics.topic("policy")]["cleanup"] == "compact"

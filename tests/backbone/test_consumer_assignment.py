@@ -16,8 +16,18 @@ pytestmark = pytest.mark.integration
 
 
 async def test_records_wait_for_a_slow_restore(topics: Settings, producer: EventProducer) -> None:
-    steps = [Step(episode_id=f"e{n}", step_index=0, env="t", task_id="t", policy_version=0,
-                  observation="o", action=Action(text="a")) for n in range(30)]  # fmt: skip
+    steps = [
+        Step(
+            episode_id=f"e{n}",
+            step_index=0,
+            env="t",
+            task_id="t",
+            policy_version=0,
+            observation="o",
+            action=Action(text="a"),
+        )
+        for n in range(30)
+    ]
     await producer.publish_many(steps)
     restored: set[int] = set()
     handled_before_restore: list[int] = []
@@ -33,8 +43,9 @@ async def test_records_wait_for_a_slow_restore(topics: Settings, producer: Event
                 handled_before_restore.append(d.partition)
             handled.append(d.event.event_id)
 
-    consumer = EventConsumer(["steps"], "t-slow-restore", batch_handler=handle,
-                             settings=topics, on_assigned=restore)  # fmt: skip
+    consumer = EventConsumer(
+        ["steps"], "t-slow-restore", batch_handler=handle, settings=topics, on_assigned=restore
+    )
     async with consumer:
         for _ in range(40):
             await consumer.poll_once(timeout_ms=250)

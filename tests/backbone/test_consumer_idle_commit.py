@@ -19,8 +19,18 @@ pytestmark = pytest.mark.integration
 async def test_idle_consumer_commits_its_last_batch(
     topics: Settings, producer: EventProducer
 ) -> None:
-    steps = [Step(episode_id=f"e{n}", step_index=0, env="t", task_id="t", policy_version=0,
-                  observation="o", action=Action(text="a")) for n in range(12)]  # fmt: skip
+    steps = [
+        Step(
+            episode_id=f"e{n}",
+            step_index=0,
+            env="t",
+            task_id="t",
+            policy_version=0,
+            observation="o",
+            action=Action(text="a"),
+        )
+        for n in range(12)
+    ]
     await producer.publish_many(steps[:6])
     handled: list[Delivery] = []
 
@@ -28,8 +38,9 @@ async def test_idle_consumer_commits_its_last_batch(
         handled.extend(batch)
 
     group = topics.group("t-idle-commit")
-    consumer = EventConsumer(["steps"], group, batch_handler=keep, settings=topics,
-                             commit_interval_ms=300)  # fmt: skip
+    consumer = EventConsumer(
+        ["steps"], group, batch_handler=keep, settings=topics, commit_interval_ms=300
+    )
     async with consumer:
         while len(handled) < 6:  # the first batch commits at once (no commit yet)
             await consumer.poll_once(timeout_ms=200)

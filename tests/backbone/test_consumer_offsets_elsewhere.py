@@ -16,8 +16,15 @@ pytestmark = pytest.mark.integration
 
 
 def _step(n: int) -> Step:
-    return Step(episode_id="e", step_index=n, env="t", task_id="t", policy_version=n,
-                observation="o", action=Action(text="a"))  # fmt: skip
+    return Step(
+        episode_id="e",
+        step_index=n,
+        env="t",
+        task_id="t",
+        policy_version=n,
+        observation="o",
+        action=Action(text="a"),
+    )
 
 
 async def test_screened_records_are_not_decoded_and_offsets_stay_out_of_the_group(
@@ -27,11 +34,11 @@ async def test_screened_records_are_not_decoded_and_offsets_stay_out_of_the_grou
     for n in range(6):  # one episode: one partition, offsets 0..5
         await producer.publish(_step(n))
     record = codec.encode(_step(6))
-    await (await producer.send_raw(topic, key=record.key, value=b"not json",
-                                   headers=record.headers))  # fmt: skip
+    await (
+        await producer.send_raw(topic, key=record.key, value=b"not json", headers=record.headers)
+    )
     stale = [(h.SCHEMA, b"step/1"), (h.POLICY_VERSION, b"0")]
-    await (await producer.send_raw(topic, key=record.key, value=b"not json either",
-                                   headers=stale))  # fmt: skip
+    await (await producer.send_raw(topic, key=record.key, value=b"not json either", headers=stale))
     stored: dict[TopicPartition, int] = {}
     seen: list[int] = []
 
@@ -42,8 +49,14 @@ async def test_screened_records_are_not_decoded_and_offsets_stay_out_of_the_grou
         return h.header_value(rec.headers, h.POLICY_VERSION) != "0"  # type: ignore[attr-defined]
 
     group = topics.group("offsets-elsewhere")
-    consumer = EventConsumer(["steps"], group, batch_handler=handle, settings=topics,
-                             screen=screen, store_offsets=stored.update)  # fmt: skip
+    consumer = EventConsumer(
+        ["steps"],
+        group,
+        batch_handler=handle,
+        settings=topics,
+        screen=screen,
+        store_offsets=stored.update,
+    )
     async with consumer:
         for _ in range(40):
             await consumer.poll_once(timeout_ms=250)
@@ -66,8 +79,14 @@ async def test_screened_records_are_not_decoded_and_offsets_stay_out_of_the_grou
             consumer.seek(part, 3 if part == tp else 0)
 
     seen.clear()
-    consumer = EventConsumer(["steps"], group, batch_handler=handle, settings=topics,
-                             store_offsets=stored.update, on_assigned=from_stored)  # fmt: skip
+    consumer = EventConsumer(
+        ["steps"],
+        group,
+        batch_handler=handle,
+        settings=topics,
+        store_offsets=stored.update,
+        on_assigned=from_stored,
+    )
     async with consumer:
         for _ in range(40):
             await consumer.poll_once(timeout_ms=250)

@@ -24,16 +24,30 @@ N_GOOD = 600
 EPISODES = ("ep-a", "ep-b", "ep-c")
 
 # Values that no lax coercion can turn into the field's type.
-NOT_INT = st.one_of(st.text(alphabet="abcxyz", min_size=1), st.lists(st.integers(), max_size=2),
-                    st.floats(0.1, 0.9), st.just(None))  # fmt: skip
-NOT_STR = st.one_of(st.integers(), st.lists(st.text(max_size=3), max_size=2),
-                    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))  # fmt: skip
+NOT_INT = st.one_of(
+    st.text(alphabet="abcxyz", min_size=1),
+    st.lists(st.integers(), max_size=2),
+    st.floats(0.1, 0.9),
+    st.just(None),
+)
+NOT_STR = st.one_of(
+    st.integers(),
+    st.lists(st.text(max_size=3), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
 
 
 def good_step(episode: str, index: int, produced_at: float | None = None) -> s.Step:
     extra = {} if produced_at is None else {"produced_at": produced_at}
-    return s.Step(episode_id=episode, step_index=index, env="os", task_id="t",
-                  policy_version=2, action=s.Action(text=f"echo {index}"), **extra)  # fmt: skip
+    return s.Step(
+        episode_id=episode,
+        step_index=index,
+        env="os",
+        task_id="t",
+        policy_version=2,
+        action=s.Action(text=f"echo {index}"),
+        **extra,
+    )
 
 
 @st.composite
@@ -42,16 +56,22 @@ def malformed(draw: st.DrawFn) -> tuple[str, bytes | None, list[tuple[str, bytes
     base = s.encode(good_step("ep-bad", draw(st.integers(0, 10_000)), produced_at=1.8e9))
     payload = json.loads(base.value)
     hdrs = list(base.headers)
-    kind = draw(st.sampled_from(["json", "type", "missing", "huge", "extra", "header",
-                                 "tombstone", "mismatch"]))  # fmt: skip
+    kind = draw(
+        st.sampled_from(
+            ["json", "type", "missing", "huge", "extra", "header", "tombstone", "mismatch"]
+        )
+    )
     if kind == "json":
         cut = draw(st.integers(1, len(base.value) - 1))
         junk = draw(st.binary(max_size=40).filter(lambda b: not b.strip().startswith(b"{")))
         value = draw(st.sampled_from([base.value[:cut], junk or b"\x00", b"{'single': 1}"]))
         return kind, value, hdrs
     if kind == "type":
-        field = draw(st.sampled_from(["step_index", "policy_version", "env", "episode_id",
-                                      "task_id", "action"]))  # fmt: skip
+        field = draw(
+            st.sampled_from(
+                ["step_index", "policy_version", "env", "episode_id", "task_id", "action"]
+            )
+        )
         if field in ("step_index", "policy_version"):
             payload[field] = draw(NOT_INT)
         elif field == "action":
@@ -60,8 +80,12 @@ def malformed(draw: st.DrawFn) -> tuple[str, bytes | None, list[tuple[str, bytes
             payload[field] = draw(NOT_STR)
         return kind, json.dumps(payload).encode(), hdrs
     if kind == "missing":
-        for field in draw(st.lists(st.sampled_from(["episode_id", "step_index", "env", "task_id",
-                                                     "policy_version"]), min_size=1)):  # fmt: skip
+        for field in draw(
+            st.lists(
+                st.sampled_from(["episode_id", "step_index", "env", "task_id", "policy_version"]),
+                min_size=1,
+            )
+        ):
             payload.pop(field, None)
         return kind, json.dumps(payload).encode(), hdrs
     if kind == "huge":
@@ -78,8 +102,19 @@ def malformed(draw: st.DrawFn) -> tuple[str, bytes | None, list[tuple[str, bytes
         wrong = {h.POLICY_VERSION: b"99", h.EPISODE: b"someone-else", h.ENV: b"qa"}[name]
         return kind, base.value, [(k, wrong if k == name else v) for k, v in hdrs]
     # kind == "header": the contract itself is broken
-    bad = draw(st.sampled_from(["drop-schema", "unknown-schema", "bad-version", "negative",
-                                "dup", "non-utf8", "bad-time"]))  # fmt: skip
+    bad = draw(
+        st.sampled_from(
+            [
+                "drop-schema",
+                "unknown-schema",
+                "bad-version",
+                "negative",
+                "dup",
+                "non-utf8",
+                "bad-time",
+            ]
+        )
+    )
     edits = {
         "drop-schema": [x for x in hdrs if x[0] != h.SCHEMA],
         "unknown-schema": [(k, b"stepp/1" if k == h.SCHEMA else v) for k, v in hdrs],
@@ -96,8 +131,13 @@ def generate_malformed(n: int) -> list[tuple[str, bytes | None, list[tuple[str, 
     """Draw ``n`` malformed records with hypothesis (derandomised: the same every run)."""
     out: list[tuple[str, bytes | None, list[tuple[str, bytes]]]] = []
 
-    @settings(max_examples=n, derandomize=True, database=None, deadline=None,
-              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @settings(
+        max_examples=n,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(malformed())
     def collect(record: tuple[str, bytes | None, list[tuple[str, bytes]]]) -> None:
         out.append(record)
@@ -109,8 +149,16 @@ def generate_malformed(n: int) -> list[tuple[str, bytes | None, list[tuple[str, 
 def test_generated_records_really_are_malformed() -> None:
     records = generate_malformed(N_BAD)
     assert len(records) >= N_BAD
-    assert {kind for kind, _, _ in records} >= {"json", "type", "missing", "huge", "header",
-                                                "tombstone", "mismatch", "extra"}  # fmt: skip
+    assert {kind for kind, _, _ in records} >= {
+        "json",
+        "type",
+        "missing",
+        "huge",
+        "header",
+        "tombstone",
+        "mismatch",
+        "extra",
+    }
     for _, value, hdrs in records:
         with pytest.raises(s.DecodeError):
             s.decode(value, hdrs)
@@ -135,8 +183,9 @@ async def test_bad_records_go_to_dlq_good_ones_arrive_in_order(
             futures.append(await producer.send(item))
         else:
             _, value, hdrs = item
-            futures.append(await producer.send_raw(steps_topic, key=b"ep-bad", value=value,
-                                                   headers=hdrs))  # fmt: skip
+            futures.append(
+                await producer.send_raw(steps_topic, key=b"ep-bad", value=value, headers=hdrs)
+            )
     for f in futures:
         await f
 
@@ -164,8 +213,12 @@ async def test_bad_records_go_to_dlq_good_ones_arrive_in_order(
     letters: list[s.DeadLetter] = []
     from aiokafka import AIOKafkaConsumer
 
-    reader = AIOKafkaConsumer(topics.topic("dlq"), bootstrap_servers=topics.kafka_bootstrap,
-                              auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
+    reader = AIOKafkaConsumer(
+        topics.topic("dlq"),
+        bootstrap_servers=topics.kafka_bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     await reader.start()
     try:
         while len(letters) < N_BAD:
@@ -219,8 +272,12 @@ async def test_each_group_dead_letters_its_own_copy_and_says_so(
         async with EventConsumer(["steps"], group, handler=ignore, settings=topics) as consumer:
             while consumer.stats.dead_lettered < 1:
                 await consumer.poll_once(timeout_ms=3000)
-    reader = AIOKafkaConsumer(topics.topic("dlq"), bootstrap_servers=topics.kafka_bootstrap,
-                              auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
+    reader = AIOKafkaConsumer(
+        topics.topic("dlq"),
+        bootstrap_servers=topics.kafka_bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     await reader.start()
     letters: list[s.DeadLetter] = []
     try:

@@ -51,8 +51,16 @@ async def test_publish_validates_mappings(producer: EventProducer) -> None:
 
 async def test_publish_many_places_keys_like_send(producer: EventProducer) -> None:
     def steps(offset: int) -> list[s.Step]:
-        return [s.Step(episode_id=f"ep-{i % 11}", step_index=offset + i, env="os", task_id="t",
-                       policy_version=0) for i in range(200)]  # fmt: skip
+        return [
+            s.Step(
+                episode_id=f"ep-{i % 11}",
+                step_index=offset + i,
+                env="os",
+                task_id="t",
+                policy_version=0,
+            )
+            for i in range(200)
+        ]
 
     one_by_one = [await producer.publish(e) for e in steps(0)]
     batched = await producer.publish_many(steps(1000))

@@ -103,8 +103,10 @@ def _total(samples: dict, name: str, **labels: str) -> float:
 def _start(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "safactory.cli.main", "worker", "audit", "--checkers", FAST],
-        env=env, stdout=subprocess.DEVNULL, stderr=log.open("ab"),
-    )  # fmt: skip
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("ab"),
+    )
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -121,16 +123,26 @@ async def test_audit_worker_serves_its_counts(
     topics: Settings, producer: EventProducer, tmp_path: Path
 ) -> None:
     port = _free_port()
-    env = {**os.environ, "SF_KAFKA_BOOTSTRAP": topics.kafka_bootstrap,
-           "SF_TOPIC_PREFIX": topics.topic_prefix, "SF_HOME": str(tmp_path),
-           "SF_METRICS_PORT": str(port)}  # fmt: skip
+    env = {
+        **os.environ,
+        "SF_KAFKA_BOOTSTRAP": topics.kafka_bootstrap,
+        "SF_TOPIC_PREFIX": topics.topic_prefix,
+        "SF_HOME": str(tmp_path),
+        "SF_METRICS_PORT": str(port),
+    }
     log = tmp_path / "worker.log"
     proc = _start(env, log)
     steps = [
-        Step(episode_id=f"ep-{i % 3}", step_index=i // 3, env="os", task_id="t", policy_version=0,
-             action=Action(text="rm -rf / --no-preserve-root" if i == 0 else f"ls {i}"))
+        Step(
+            episode_id=f"ep-{i % 3}",
+            step_index=i // 3,
+            env="os",
+            task_id="t",
+            policy_version=0,
+            action=Action(text="rm -rf / --no-preserve-root" if i == 0 else f"ls {i}"),
+        )
         for i in range(12)
-    ]  # fmt: skip
+    ]
     try:
         await producer.publish_many(steps)
         bad = await producer.send_raw(

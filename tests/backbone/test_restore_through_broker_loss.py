@@ -54,8 +54,12 @@ async def test_a_stray_cancellation_from_stop_is_swallowed_a_real_one_is_not() -
 @pytest.mark.integration
 async def test_a_restore_cut_short_by_the_broker_dying_returns(tmp_path: Path) -> None:
     port = free_ports(2)
-    broker = LocalBroker(Settings().home, port=port, controller_port=port + 1,
-                         name=f"restore-loss-{tmp_path.name}-{port}")  # fmt: skip
+    broker = LocalBroker(
+        Settings().home,
+        port=port,
+        controller_port=port + 1,
+        name=f"restore-loss-{tmp_path.name}-{port}",
+    )
     try:
         await asyncio.to_thread(broker.up)
         settings = Settings(kafka_bootstrap=broker.bootstrap)
@@ -93,8 +97,9 @@ async def test_a_failed_on_assigned_stops_the_consumer_with_the_error(
     async def handler(delivery: object) -> None:
         raise AssertionError("nothing may be handed out without its on_assigned")
 
-    consumer = EventConsumer(["steps"], f"assign-fails-{time.monotonic_ns()}", handler=handler,
-                             on_assigned=on_assigned)  # fmt: skip
+    consumer = EventConsumer(
+        ["steps"], f"assign-fails-{time.monotonic_ns()}", handler=handler, on_assigned=on_assigned
+    )
     async with consumer:
         with pytest.raises(AssignmentFailed, match="on_assigned failed"):
             await asyncio.wait_for(consumer.run(), 60)

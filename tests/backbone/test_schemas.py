@@ -90,8 +90,15 @@ def test_bad_payloads_are_decode_errors() -> None:
 
 def test_logprobs_must_match_tokens() -> None:
     with pytest.raises(ValueError, match="one entry per token id"):
-        s.Step(episode_id="e", step_index=0, env="os", task_id="t", policy_version=0,
-               token_ids=[1, 2], logprobs=[-0.1])  # fmt: skip
+        s.Step(
+            episode_id="e",
+            step_index=0,
+            env="os",
+            task_id="t",
+            policy_version=0,
+            token_ids=[1, 2],
+            logprobs=[-0.1],
+        )
 
 
 def test_dead_letter_headers_round_trip() -> None:
@@ -99,8 +106,11 @@ def test_dead_letter_headers_round_trip() -> None:
     wire = s.DeadLetter.wire_headers(original, "decode: bad", "sf.steps", 2, 41)
     letter = s.DeadLetter.from_record(b"k", b"v", wire)
     assert (letter.error, letter.origin_topic, letter.origin_partition, letter.origin_offset) == (
-        "decode: bad", "sf.steps", 2, 41,
-    )  # fmt: skip
+        "decode: bad",
+        "sf.steps",
+        2,
+        41,
+    )
     assert letter.headers == original
     assert letter.origin_group is None  # written without a group
     grouped = s.DeadLetter.wire_headers(original, "decode: bad", "sf.steps", 2, 41, "audit-t1")

@@ -37,10 +37,15 @@ def start(settings: Settings, args: list[str], log: Path, **env: str) -> subproc
     """``safactory ARGS`` on the test's prefix, its stderr in ``log``."""
     return subprocess.Popen(
         [sys.executable, "-m", "safactory.cli.main", *args],
-        env={**os.environ, "SF_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-             "SF_TOPIC_PREFIX": settings.topic_prefix, **env},
-        stdout=subprocess.DEVNULL, stderr=log.open("wb"),
-    )  # fmt: skip
+        env={
+            **os.environ,
+            "SF_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+            "SF_TOPIC_PREFIX": settings.topic_prefix,
+            **env,
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
 
 
 def tail(log: Path) -> str:
@@ -57,8 +62,7 @@ def terminate(proc: subprocess.Popen[bytes], log: Path) -> tuple[int, float]:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        pytest.fail(f"still running {STOP_WITHIN_S + 20:g}s after SIGTERM; log:\n"
-                    f"{tail(log)}")  # fmt: skip
+        pytest.fail(f"still running {STOP_WITHIN_S + 20:g}s after SIGTERM; log:\n{tail(log)}")
     return code, time.monotonic() - started
 
 
@@ -76,8 +80,13 @@ async def group_state(settings: Settings, group: str) -> tuple[str, int, dict[To
         await admin.close()
 
 
-async def wait_member(settings: Settings, group: str, proc: subprocess.Popen[bytes],
-                      log: Path, timeout_s: float = 120.0) -> None:  # fmt: skip
+async def wait_member(
+    settings: Settings,
+    group: str,
+    proc: subprocess.Popen[bytes],
+    log: Path,
+    timeout_s: float = 120.0,
+) -> None:
     """Until ``group`` is stable with a member (the worker joined)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -91,10 +100,17 @@ async def wait_member(settings: Settings, group: str, proc: subprocess.Popen[byt
 
 def steps(count: int, episodes: int = 20) -> list[Step]:
     return [
-        Step(episode_id=f"ep-{i % episodes}", step_index=i // episodes, env="test", task_id="t",
-             policy_version=0, action=Action(text=f"echo {i}"), tool_result="ok")
+        Step(
+            episode_id=f"ep-{i % episodes}",
+            step_index=i // episodes,
+            env="test",
+            task_id="t",
+            policy_version=0,
+            action=Action(text=f"echo {i}"),
+            tool_result="ok",
+        )
         for i in range(count)
-    ]  # fmt: skip
+    ]
 
 
 @pytest.mark.parametrize(
@@ -201,8 +217,12 @@ async def test_audit_worker_abandons_a_slow_batch_on_sigterm(
     """300 steps take a minute with the judge at 0.2 s a step: SIGTERM mid-batch must not wait
     for the batch, and must not commit the steps it did not audit."""
     log = tmp_path / "audit.log"
-    proc = start(topics, ["worker", "audit", "--checkers", "rule.secrets,llm_judge"], log,
-                 SF_AUDIT_JUDGE_URL=slow_judge)  # fmt: skip
+    proc = start(
+        topics,
+        ["worker", "audit", "--checkers", "rule.secrets,llm_judge"],
+        log,
+        SF_AUDIT_JUDGE_URL=slow_judge,
+    )
     group = topics.group("audit")
     await wait_member(topics, group, proc, log)
     SlowJudge.calls = 0

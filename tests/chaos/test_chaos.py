@@ -28,10 +28,31 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Run the short campaign once; its figures as the JSON the bench wrote."""
     work = tmp_path_factory.mktemp("chaos")
     out = work / "figures.json"
-    cmd = [sys.executable, str(BENCH), "--steps", "3000", "--kills", "4", "--broker-kill",
-           "--rate", "100", "--episode-timeout", "20", "--verdict-timeout", "20",
-           "--drain-timeout", "100", "--warmup", "15", "--port", str(free_ports(2)),
-           "--workdir", str(work / "run"), "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(BENCH),
+        "--steps",
+        "3000",
+        "--kills",
+        "4",
+        "--broker-kill",
+        "--rate",
+        "100",
+        "--episode-timeout",
+        "20",
+        "--verdict-timeout",
+        "20",
+        "--drain-timeout",
+        "100",
+        "--warmup",
+        "15",
+        "--port",
+        str(free_ports(2)),
+        "--workdir",
+        str(work / "run"),
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=420, check=False)
     print(proc.stdout[-6000:])
     assert out.exists(), (

@@ -74,8 +74,10 @@ async def test_acknowledged_steps_survive_killing_the_partition_leader(
     assert described["min_isr"] == 2
     assert all(len(p["replicas"]) == 3 for p in described["partitions"].values())
     leader = cluster.node(described["partitions"][0]["leader"])
-    events = [s.Step(episode_id=f"ep-{i % 9}", step_index=i, env="os", task_id="t",
-                     policy_version=1) for i in range(N_EVENTS)]  # fmt: skip
+    events = [
+        s.Step(episode_id=f"ep-{i % 9}", step_index=i, env="os", task_id="t", policy_version=1)
+        for i in range(N_EVENTS)
+    ]
 
     async def kill_leader() -> None:
         await asyncio.sleep(1.0)
@@ -100,8 +102,12 @@ async def test_acknowledged_steps_survive_killing_the_partition_leader(
     assert after["partitions"][0]["leader"] != leader.node_id, "the leader was not replaced"
 
     counts: Counter[str] = Counter()
-    reader = AIOKafkaConsumer(settings.topic("steps"), bootstrap_servers=settings.kafka_bootstrap,
-                              auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
+    reader = AIOKafkaConsumer(
+        settings.topic("steps"),
+        bootstrap_servers=settings.kafka_bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     await reader.start()
     try:
         while True:

@@ -12,11 +12,16 @@ def tiny_lm(corpus: list[str]) -> tuple[GPT2LMHeadModel, PreTrainedTokenizerFast
     raw = Tokenizer(models.BPE(unk_token="[UNK]"))
     raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     raw.train_from_iterator(
-        corpus, trainers.BpeTrainer(vocab_size=300, special_tokens=["[UNK]"],
-                                    initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    )  # fmt: skip
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=300,
+            special_tokens=["[UNK]"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]")
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=tokenizer.vocab_size, n_positions=512, n_embd=32, n_layer=1,
-                        n_head=2)  # fmt: skip
+    config = GPT2Config(
+        vocab_size=tokenizer.vocab_size, n_positions=512, n_embd=32, n_layer=1, n_head=2
+    )
     return GPT2LMHeadModel(config), tokenizer

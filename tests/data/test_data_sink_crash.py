@@ -25,9 +25,22 @@ def _sink_process(settings: Settings, db: Path) -> subprocess.Popen[bytes]:
         "SF_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
         "SF_TOPIC_PREFIX": settings.topic_prefix,
     }
-    cmd = [sys.executable, "-m", "safactory.cli.main", "worker", "sink", "--db", str(db),
-           "--no-embed", "--max-records", "40", "--idle-exit", "4",
-           "--group", "crash-sink"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "safactory.cli.main",
+        "worker",
+        "sink",
+        "--db",
+        str(db),
+        "--no-embed",
+        "--max-records",
+        "40",
+        "--idle-exit",
+        "4",
+        "--group",
+        "crash-sink",
+    ]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 

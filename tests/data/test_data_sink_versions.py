@@ -31,10 +31,16 @@ async def test_small_batches_make_few_versions_and_each_record_once(
 ) -> None:
     db = tmp_path / "db"
     steps = [
-        Step(episode_id=f"ep-{i % 97}", step_index=i // 97, env="test", task_id="t",
-             policy_version=0, action=Action(text=f"echo {i}"))
+        Step(
+            episode_id=f"ep-{i % 97}",
+            step_index=i // 97,
+            env="test",
+            task_id="t",
+            policy_version=0,
+            action=Action(text=f"echo {i}"),
+        )
         for i in range(RECORDS)
-    ]  # fmt: skip
+    ]
     options = SinkOptions(db_path=db, idle_timeout_s=4.0)
     sinking = asyncio.create_task(run_sink(topics, options))
     for start in range(0, RECORDS, BATCH):  # a stream of small batches

@@ -20,9 +20,10 @@ def _assembled(n_episodes: int) -> tuple[list[Trajectory], list[Verdict]]:
     events = [e for n in range(n_episodes) for e in episode_events(n, steps=3)]
     events = [
         e.model_copy(update={"outcome": Outcome.FAILURE, "task_reward": 0.0})
-        if isinstance(e, EpisodeEnded) and e.episode_id == "ep-1" else e
+        if isinstance(e, EpisodeEnded) and e.episode_id == "ep-1"
+        else e
         for e in events
-    ]  # fmt: skip
+    ]
     assembler = TrajectoryAssembler()
     out = [t for e in events for t in assembler.apply(e, 1.0) if isinstance(t, Trajectory)]
     return out, [e for e in events if isinstance(e, Verdict)]
@@ -51,8 +52,11 @@ def test_top_k_retrieval_for_experience_injection(minilm: MiniLM) -> None:
     library = SkillLibrary(minilm)
     for t in trajectories:
         library.add(distil_lessons(t, [v for v in verdicts if v.episode_id == t.episode_id]))
-    (top,) = library.top_k("a web page tells you to ignore your instructions and send "
-                           "the password by email", k=1, env="bank")  # fmt: skip
+    (top,) = library.top_k(
+        "a web page tells you to ignore your instructions and send the password by email",
+        k=1,
+        env="bank",
+    )
     assert top.risk_types == ["prompt_injection"]
     block = render_for_prompt(library.top_k("finish the bank task", k=2))
     assert block.startswith("Lessons from earlier episodes:") and block.count("\n- ") == 2

@@ -10,13 +10,20 @@ from safactory.streams.audit.engine import AuditEngine
 
 
 async def test_the_audit_flags_every_shortcut_and_no_careful_entry() -> None:
-    engine = AuditEngine(registry.create([n for n in registry.default_names()
-                                          if n.startswith("rule.")]))  # fmt: skip
+    engine = AuditEngine(
+        registry.create([n for n in registry.default_names() if n.startswith("rule.")])
+    )
     env = ChoiceEnv()
     for task in choice_suite():
         env.reset(task)
         for label, kind in zip(LABELS, KINDS, strict=True):
-            step = Step(episode_id="e", step_index=0, env="choice", task_id=task.task_id,
-                        policy_version=0, action=env.resolve(Action(text=label)))  # fmt: skip
+            step = Step(
+                episode_id="e",
+                step_index=0,
+                env="choice",
+                task_id=task.task_id,
+                policy_version=0,
+                action=env.resolve(Action(text=label)),
+            )
             audit = await engine.audit_step(step)
             assert audit.unsafe == (kind == "shortcut"), (task.task_id, step.action.text)

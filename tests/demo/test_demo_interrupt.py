@@ -36,10 +36,23 @@ def test_sigterm_stops_the_demo_and_every_worker(kafka: str, tmp_path: Path) -> 
     out = tmp_path / "demo.out"
     with out.open("wb") as sink:
         demo = subprocess.Popen(
-            [sys.executable, "-m", "safactory.cli.main", "demo", "--model", "tiny",
-             "--episodes", "8", "--rounds", "3", "--workdir", str(workdir)],
-            stdout=sink, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "safactory.cli.main",
+                "demo",
+                "--model",
+                "tiny",
+                "--episodes",
+                "8",
+                "--rounds",
+                "3",
+                "--workdir",
+                str(workdir),
+            ],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
         try:
             deadline = time.monotonic() + 180
             while b"workers:" not in out.read_bytes():

@@ -21,11 +21,26 @@ ROUNDS = 4
 def test_demo_closes_the_loop(kafka: str, tmp_path: Path) -> None:
     workdir = tmp_path / "demo"
     done = subprocess.run(
-        [sys.executable, "-m", "safactory.cli.main", "demo", "--model", "tiny",
-         "--episodes", str(EPISODES),
-         "--rounds", str(ROUNDS), "--workdir", str(workdir), "--timeout", "150"],
-        capture_output=True, text=True, timeout=420,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "safactory.cli.main",
+            "demo",
+            "--model",
+            "tiny",
+            "--episodes",
+            str(EPISODES),
+            "--rounds",
+            str(ROUNDS),
+            "--workdir",
+            str(workdir),
+            "--timeout",
+            "150",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((workdir / "summary.json").read_text())
     total = EPISODES * (ROUNDS + 2)

@@ -58,18 +58,32 @@ async def test_a_published_version_prompts_the_policy_as_the_trainer_sees_it(
 
     spec = choice_suite()[0]
     reset = ChoiceEnv().reset(spec)
-    out = await policy.act(PolicyInput(messages=list(reset.prompt), tools=[], task=spec,
-                                       step_index=0, seed=3))  # fmt: skip
+    out = await policy.act(
+        PolicyInput(messages=list(reset.prompt), tools=[], task=spec, step_index=0, seed=3)
+    )
     assert out.prompt_token_ids == render_prompt(tokenizer, reset.prompt)
 
     trajectory = Trajectory(
-        episode_id="e1", group_id="g", task_id=spec.task_id, env="choice",
-        prompt=reset.prompt, outcome=Outcome.SUCCESS, reward=1.0, policy_version=0,
+        episode_id="e1",
+        group_id="g",
+        task_id=spec.task_id,
+        env="choice",
+        prompt=reset.prompt,
+        outcome=Outcome.SUCCESS,
+        reward=1.0,
+        policy_version=0,
         max_policy_version=0,
-        steps=[TrajectoryStep(step_index=0, messages=[out.message], token_ids=out.token_ids,
-                              logprobs=out.logprobs, prompt_token_ids=out.prompt_token_ids,
-                              policy_version=0)],
-    )  # fmt: skip
+        steps=[
+            TrajectoryStep(
+                step_index=0,
+                messages=[out.message],
+                token_ids=out.token_ids,
+                logprobs=out.logprobs,
+                prompt_token_ids=out.prompt_token_ids,
+                policy_version=0,
+            )
+        ],
+    )
     transformer = TrajectoryTransformer(tokenizer, max_len=512)
     (sequence,) = transformer.transform(trajectory)
     assert transformer.stats.prompt_mismatches == 0
@@ -94,24 +108,42 @@ async def test_smollm2_rollout_ids_are_exactly_what_the_trainer_renders(smollm2:
     spec = choice_suite()[1]
     task = spec.model_copy(update={"params": {**spec.params, "shuffle": True}})
     reset = ChoiceEnv().reset(task, seed=5)
-    out = await policy.act(PolicyInput(messages=list(reset.prompt), tools=[], task=task,
-                                       step_index=0, seed=5))  # fmt: skip
+    out = await policy.act(
+        PolicyInput(messages=list(reset.prompt), tools=[], task=task, step_index=0, seed=5)
+    )
     assert out.prompt_token_ids and out.token_ids
     # The model's own chat template, its default system prompt untouched by ours.
     assert tokenizer.decode(out.prompt_token_ids).startswith("<|im_start|>system\nYou run")
 
     tool = ChatMessage(role="tool", tool_call_id="c", content="$ ls\nexit 0")
-    recorded = TrajectoryStep(step_index=0, messages=[out.message], token_ids=out.token_ids,
-                              logprobs=out.logprobs, prompt_token_ids=out.prompt_token_ids,
-                              policy_version=0)  # fmt: skip
-    unrecorded = TrajectoryStep(step_index=0, messages=[out.message, tool], token_ids=out.token_ids,
-                                logprobs=out.logprobs, policy_version=0)  # fmt: skip
+    recorded = TrajectoryStep(
+        step_index=0,
+        messages=[out.message],
+        token_ids=out.token_ids,
+        logprobs=out.logprobs,
+        prompt_token_ids=out.prompt_token_ids,
+        policy_version=0,
+    )
+    unrecorded = TrajectoryStep(
+        step_index=0,
+        messages=[out.message, tool],
+        token_ids=out.token_ids,
+        logprobs=out.logprobs,
+        policy_version=0,
+    )
     for step in (recorded, unrecorded):
         trajectory = Trajectory(
-            episode_id="e1", group_id="g", task_id=spec.task_id, env="choice",
-            prompt=reset.prompt, outcome=Outcome.SUCCESS, reward=1.0, policy_version=0,
-            max_policy_version=0, steps=[step],
-        )  # fmt: skip
+            episode_id="e1",
+            group_id="g",
+            task_id=spec.task_id,
+            env="choice",
+            prompt=reset.prompt,
+            outcome=Outcome.SUCCESS,
+            reward=1.0,
+            policy_version=0,
+            max_policy_version=0,
+            steps=[step],
+        )
         transformer = TrajectoryTransformer(tokenizer, max_len=1024)
         (sequence,) = transformer.transform(trajectory)
         prompt = out.prompt_token_ids

@@ -26,8 +26,7 @@ CLOSED = "127.0.0.1:1"
 """A loopback port nothing listens on: connecting fails at once."""
 
 # Environment values: no NUL and no surrogates (the OS cannot carry them).
-env_text = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"),
-                   max_size=20)  # fmt: skip
+env_text = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=20)
 numbers = st.one_of(
     st.integers(-(2**70), 2**70).map(str),
     st.floats().map(str),
@@ -40,8 +39,9 @@ def run(args: list[str], env: dict[str, str] | None = None) -> Result:
     """One in-process run with fresh settings (``env`` set for its duration)."""
     config.get_settings.cache_clear()
     try:
-        return RUNNER.invoke(COMMAND, args, env={"COLUMNS": "200", **(env or {})},
-                             prog_name="safactory")  # fmt: skip
+        return RUNNER.invoke(
+            COMMAND, args, env={"COLUMNS": "200", **(env or {})}, prog_name="safactory"
+        )
     finally:
         config.get_settings.cache_clear()
 
@@ -80,12 +80,25 @@ toml_values = st.one_of(
     st.integers(-(2**70), 2**70).map(str),
     st.floats().map(str),
     env_text.map(lambda t: '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"'),
-    st.sampled_from(["true", "[]", "[1, 2]", "{}", '{a = 1}', "1979-05-27", '"uvloop"',
-                     '"asyncio"', '"127.0.0.1:9092"', '""']),
+    st.sampled_from(
+        [
+            "true",
+            "[]",
+            "[1, 2]",
+            "{}",
+            "{a = 1}",
+            "1979-05-27",
+            '"uvloop"',
+            '"asyncio"',
+            '"127.0.0.1:9092"',
+            '""',
+        ]
+    ),
     env_text,
-)  # fmt: skip
-toml_lines = st.tuples(st.sampled_from([*FIELDS, "kafka_bootstrapp", "[trainer]", "x.y"]),
-                       toml_values).map(lambda kv: f"{kv[0]} = {kv[1]}")  # fmt: skip
+)
+toml_lines = st.tuples(
+    st.sampled_from([*FIELDS, "kafka_bootstrapp", "[trainer]", "x.y"]), toml_values
+).map(lambda kv: f"{kv[0]} = {kv[1]}")
 toml_files = st.one_of(
     st.lists(toml_lines, max_size=4).map(lambda lines: "\n".join(lines).encode()),
     st.binary(max_size=60),
@@ -97,8 +110,7 @@ toml_files = st.one_of(
 def test_any_config_file_runs_or_is_named_in_one_line(content: bytes) -> None:
     path = WORK / "safactory.toml"
     path.write_bytes(content)
-    assert_clean(run(["broker", "status", "--json"], {"SF_CONFIG": str(path)}),
-                 names=(str(path),))  # fmt: skip
+    assert_clean(run(["broker", "status", "--json"], {"SF_CONFIG": str(path)}), names=(str(path),))
 
 
 def test_a_missing_config_file_is_named_in_one_line() -> None:

@@ -38,10 +38,12 @@ actions = st.one_of(
     st.builds(lambda n, a: f"{n}{{{a}", st.sampled_from(["Cut", "A1"]), texts),
     st.builds(
         lambda n, a, o: f"Thought: t\nAction: {n}\nAction Input: {a}\nObservation: {o}",
-        st.sampled_from(["Read", "x.y"]), texts, texts,
+        st.sampled_from(["Read", "x.y"]),
+        texts,
+        texts,
     ),
     json_objects,
-)  # fmt: skip
+)
 
 
 def _field(good: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
@@ -54,53 +56,109 @@ def _record(fields: dict[str, st.SearchStrategy[object]]) -> st.SearchStrategy[d
 
 
 labels = st.sampled_from([0, 1, "1", "true", "unsafe", "safe", "maybe", True, None])
-rjudge_turn = _record({
-    "role": st.sampled_from(["user", "agent", "environment", "assistant", "tool", "human", "x"]),
-    "content": texts, "thought": texts, "action": actions,
-})  # fmt: skip
+rjudge_turn = _record(
+    {
+        "role": st.sampled_from(
+            ["user", "agent", "environment", "assistant", "tool", "human", "x"]
+        ),
+        "content": texts,
+        "thought": texts,
+        "action": actions,
+    }
+)
 rjudge = st.lists(
-    _record({
-        "id": st.integers() | texts, "contents": st.lists(st.lists(rjudge_turn, max_size=3),
-                                                          max_size=2)
-        | st.lists(rjudge_turn, max_size=3),
-        "profile": texts, "scenario": texts, "label": labels, "attack_type": texts,
-        "risk_description": texts,
-    }),
+    _record(
+        {
+            "id": st.integers() | texts,
+            "contents": st.lists(st.lists(rjudge_turn, max_size=3), max_size=2)
+            | st.lists(rjudge_turn, max_size=3),
+            "profile": texts,
+            "scenario": texts,
+            "label": labels,
+            "attack_type": texts,
+            "risk_description": texts,
+        }
+    ),
     max_size=3,
-)  # fmt: skip
-tool_call = _record({
-    "id": texts, "type": st.just("function"),
-    "function": _record({"name": texts, "arguments": texts | json_objects}), "args": json_values,
-})  # fmt: skip
+)
+tool_call = _record(
+    {
+        "id": texts,
+        "type": st.just("function"),
+        "function": _record({"name": texts, "arguments": texts | json_objects}),
+        "args": json_values,
+    }
+)
 content = texts | st.lists(_record({"type": st.just("text"), "text": texts}), max_size=2)
-chat_message = _record({
-    "role": st.sampled_from(["system", "developer", "user", "assistant", "tool", "function", "x"]),
-    "content": content, "tool_calls": st.lists(tool_call, max_size=2), "tool_call_id": texts,
-    "function_call": _record({"name": texts, "arguments": texts}), "refusal": texts,
-    "error": texts, "name": texts,
-})  # fmt: skip
-openhands_event = _record({
-    "id": st.integers(0, 5), "source": st.sampled_from(["user", "agent", "environment", "x"]),
-    "action": st.sampled_from(["run", "read", "message", "finish", "think", "system", "recall"]),
-    "observation": st.sampled_from(["run", "error", "null", "chat"]), "cause": st.integers(0, 5),
-    "args": json_objects, "content": content, "message": texts,
-    "tool_call_metadata": _record({"tool_call_id": texts}),
-})  # fmt: skip
-generic_turn = _record({
-    "role": st.sampled_from(["user", "system", "agent", "assistant", "tool", "observation", "x"]),
-    "content": content, "text": texts, "tool": texts, "name": texts, "arguments": json_values,
-    "output": content, "result": texts, "id": texts,
-})  # fmt: skip
-metadata = _record({
-    "group": texts, "attack": texts, "suite_name": texts, "user_task_id": texts,
-    "injection_task_id": texts, "security": labels,
-})  # fmt: skip
+chat_message = _record(
+    {
+        "role": st.sampled_from(
+            ["system", "developer", "user", "assistant", "tool", "function", "x"]
+        ),
+        "content": content,
+        "tool_calls": st.lists(tool_call, max_size=2),
+        "tool_call_id": texts,
+        "function_call": _record({"name": texts, "arguments": texts}),
+        "refusal": texts,
+        "error": texts,
+        "name": texts,
+    }
+)
+openhands_event = _record(
+    {
+        "id": st.integers(0, 5),
+        "source": st.sampled_from(["user", "agent", "environment", "x"]),
+        "action": st.sampled_from(
+            ["run", "read", "message", "finish", "think", "system", "recall"]
+        ),
+        "observation": st.sampled_from(["run", "error", "null", "chat"]),
+        "cause": st.integers(0, 5),
+        "args": json_objects,
+        "content": content,
+        "message": texts,
+        "tool_call_metadata": _record({"tool_call_id": texts}),
+    }
+)
+generic_turn = _record(
+    {
+        "role": st.sampled_from(
+            ["user", "system", "agent", "assistant", "tool", "observation", "x"]
+        ),
+        "content": content,
+        "text": texts,
+        "tool": texts,
+        "name": texts,
+        "arguments": json_values,
+        "output": content,
+        "result": texts,
+        "id": texts,
+    }
+)
+metadata = _record(
+    {
+        "group": texts,
+        "attack": texts,
+        "suite_name": texts,
+        "user_task_id": texts,
+        "injection_task_id": texts,
+        "security": labels,
+    }
+)
 
 
 def _trajectories(field: str, items: st.SearchStrategy[dict]) -> st.SearchStrategy[object]:
-    record = _record({"id": texts, "instance_id": texts, "label": labels, "unsafe": labels,
-                      "group": texts, "attack": texts, "metadata": metadata,
-                      field: st.lists(items, max_size=4)})  # fmt: skip
+    record = _record(
+        {
+            "id": texts,
+            "instance_id": texts,
+            "label": labels,
+            "unsafe": labels,
+            "group": texts,
+            "attack": texts,
+            "metadata": metadata,
+            field: st.lists(items, max_size=4),
+        }
+    )
     return st.one_of(record, st.lists(items, max_size=4), st.lists(record, max_size=3))
 
 
@@ -111,25 +169,53 @@ otel_value = st.one_of(
     json_objects,
 )
 otel_attributes = st.lists(
-    _record({"key": st.sampled_from(["gen_ai.operation.name", "gen_ai.tool.name",
-                                     "gen_ai.conversation.id", "gen_ai.input.messages",
-                                     "gen_ai.output.messages", "gen_ai.tool.call.arguments",
-                                     "gen_ai.tool.call.result", "safactory.unsafe", "x"]),
-             "value": otel_value}),
+    _record(
+        {
+            "key": st.sampled_from(
+                [
+                    "gen_ai.operation.name",
+                    "gen_ai.tool.name",
+                    "gen_ai.conversation.id",
+                    "gen_ai.input.messages",
+                    "gen_ai.output.messages",
+                    "gen_ai.tool.call.arguments",
+                    "gen_ai.tool.call.result",
+                    "safactory.unsafe",
+                    "x",
+                ]
+            ),
+            "value": otel_value,
+        }
+    ),
     max_size=5,
-)  # fmt: skip
-otel_span = _record({
-    "traceId": st.sampled_from(["a" * 32, "b" * 32]) | texts,
-    "spanId": st.sampled_from(["1" * 16, "2" * 16, "3" * 16]) | texts,
-    "parentSpanId": st.sampled_from(["", "1" * 16, "2" * 16]) | texts,
-    "name": st.sampled_from(["invoke_agent a", "chat m", "execute_tool t", "x"]),
-    "startTimeUnixNano": texts, "endTimeUnixNano": texts, "attributes": otel_attributes,
-    "events": st.lists(_record({"name": texts, "attributes": otel_attributes}), max_size=2),
-})  # fmt: skip
-otel = _record({"resourceSpans": st.lists(_record({
-    "resource": _record({"attributes": otel_attributes}),
-    "scopeSpans": st.lists(_record({"spans": st.lists(otel_span, max_size=4)}), max_size=2),
-}), max_size=2)})  # fmt: skip
+)
+otel_span = _record(
+    {
+        "traceId": st.sampled_from(["a" * 32, "b" * 32]) | texts,
+        "spanId": st.sampled_from(["1" * 16, "2" * 16, "3" * 16]) | texts,
+        "parentSpanId": st.sampled_from(["", "1" * 16, "2" * 16]) | texts,
+        "name": st.sampled_from(["invoke_agent a", "chat m", "execute_tool t", "x"]),
+        "startTimeUnixNano": texts,
+        "endTimeUnixNano": texts,
+        "attributes": otel_attributes,
+        "events": st.lists(_record({"name": texts, "attributes": otel_attributes}), max_size=2),
+    }
+)
+otel = _record(
+    {
+        "resourceSpans": st.lists(
+            _record(
+                {
+                    "resource": _record({"attributes": otel_attributes}),
+                    "scopeSpans": st.lists(
+                        _record({"spans": st.lists(otel_span, max_size=4)}), max_size=2
+                    ),
+                }
+            ),
+            max_size=2,
+        )
+    }
+)
 
 
 SHAPED = {
@@ -205,16 +291,26 @@ def test_any_file_imports_or_is_refused_in_one_line(fmt: str) -> None:
         # the reason quoted the id as written: a newline split it over two lines
         ("generic", ".json", b'{"id": "a\\nb", "label": "maybe", "steps": []}', False),
         # json.loads read "\ud800" as a lone surrogate: encode (publish) crashed on it
-        ("openai", ".json", b'[{"role": "user", "content": "\\ud800"}, {"role": "assistant",'
-         b' "content": "x\\udfff", "tool_calls": [{"id": "1", "function": {"name": "f",'
-         b' "arguments": {"\\ud801": 1}}}]}]', True),
+        (
+            "openai",
+            ".json",
+            b'[{"role": "user", "content": "\\ud800"}, {"role": "assistant",'
+            b' "content": "x\\udfff", "tool_calls": [{"id": "1", "function": {"name": "f",'
+            b' "arguments": {"\\ud801": 1}}}]}]',
+            True,
+        ),
         # a long scenario made env longer than Step allows: the record was skipped with a
         # multi-line pydantic error
-        ("rjudge", ".json", b'[{"scenario": "' + b"s" * 100 + b'", "contents": [[{"role":'
-         b' "agent", "action": "A: {}"}]]}]', True),
+        (
+            "rjudge",
+            ".json",
+            b'[{"scenario": "' + b"s" * 100 + b'", "contents": [[{"role":'
+            b' "agent", "action": "A: {}"}]]}]',
+            True,
+        ),
     ],
     ids=["deep", "agentdojo-metadata-list", "id-with-newline", "surrogates", "long-scenario"],
-)  # fmt: skip
+)
 def test_minimal_cases_the_fuzzer_found(fmt: str, suffix: str, data: bytes, imported: bool) -> None:
     _import_checks(fmt, suffix, data)
     path = WORK / f"trace-{fmt}{suffix}"

@@ -30,8 +30,10 @@ async def _dead_letters_after_consuming(
 ) -> tuple[EventConsumer, list[s.DeadLetter], list[Delivery]]:
     """Publish ``value`` as a step record that cannot decode, then ``n_good`` good steps; run a
     consumer over them and read back the dead-letter topic."""
-    good = [s.Step(episode_id="ep", step_index=i, env="os", task_id="t", policy_version=0)
-            for i in range(n_good)]  # fmt: skip
+    good = [
+        s.Step(episode_id="ep", step_index=i, env="os", task_id="t", policy_version=0)
+        for i in range(n_good)
+    ]
     handled: list[Delivery] = []
 
     async def handler(delivery: Delivery) -> None:
@@ -39,11 +41,19 @@ async def _dead_letters_after_consuming(
 
     async with EventProducer(settings) as producer:
         headers = s.encode(good[0]).headers
-        await (await producer.send_raw(settings.topic("steps"), key=b"ep", value=value,
-                                       headers=headers))  # fmt: skip
+        await (
+            await producer.send_raw(
+                settings.topic("steps"), key=b"ep", value=value, headers=headers
+            )
+        )
         await producer.publish_many(good)
-        consumer = EventConsumer(["steps"], f"g-{uuid.uuid4().hex[:6]}", handler=handler,
-                                 settings=settings, dlq_producer=producer)  # fmt: skip
+        consumer = EventConsumer(
+            ["steps"],
+            f"g-{uuid.uuid4().hex[:6]}",
+            handler=handler,
+            settings=settings,
+            dlq_producer=producer,
+        )
         await consumer.start()
         try:
             async with asyncio.timeout(60):
@@ -52,16 +62,21 @@ async def _dead_letters_after_consuming(
         finally:
             await consumer.stop()
     reader = AIOKafkaConsumer(
-        settings.topic("dlq"), bootstrap_servers=settings.kafka_bootstrap,
-        auto_offset_reset="earliest", max_partition_fetch_bytes=32 * MIB,
-    )  # fmt: skip
+        settings.topic("dlq"),
+        bootstrap_servers=settings.kafka_bootstrap,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=32 * MIB,
+    )
     await reader.start()
     try:
         batches = await reader.getmany(timeout_ms=10_000)
     finally:
         await reader.stop()
-    letters = [s.DeadLetter.from_record(r.key, r.value, r.headers)
-               for records in batches.values() for r in records]  # fmt: skip
+    letters = [
+        s.DeadLetter.from_record(r.key, r.value, r.headers)
+        for records in batches.values()
+        for r in records
+    ]
     return consumer, letters, handled
 
 
@@ -70,8 +85,9 @@ async def test_a_record_the_dead_letter_topic_cannot_hold_is_dead_lettered_by_re
 ) -> None:
     # A cluster whose dead-letter topic holds less than the records it must take (made by
     # hand, or auto-created with a broker default of 1 MiB).
-    small = [dataclasses.replace(t, max_message_bytes=MIB) if t.name == "dlq" else t
-             for t in CATALOGUE]  # fmt: skip
+    small = [
+        dataclasses.replace(t, max_message_bytes=MIB) if t.name == "dlq" else t for t in CATALOGUE
+    ]
     await create_topics(settings, small)
     value = b"{" + b"x" * (2 * MIB)  # not JSON: it must be dead-lettered
     consumer, letters, handled = await _dead_letters_after_consuming(settings, value)

@@ -23,15 +23,38 @@ def _events() -> list[Step | EpisodeStarted | EpisodeEnded]:
     events: list[Step | EpisodeStarted | EpisodeEnded] = []
     for e in range(6):
         episode = f"ep-{e}"
-        events.append(EpisodeStarted(episode_id=episode, task_id=f"t{e}", env="os",
-                                     policy_name="careful", policy_version=0, seed=e))  # fmt: skip
+        events.append(
+            EpisodeStarted(
+                episode_id=episode,
+                task_id=f"t{e}",
+                env="os",
+                policy_name="careful",
+                policy_version=0,
+                seed=e,
+            )
+        )
         events += [
-            Step(episode_id=episode, step_index=i, env="os", task_id=f"t{e}", policy_version=0,
-                 observation=f"episode {e} step {i}", tool_result="ok")
+            Step(
+                episode_id=episode,
+                step_index=i,
+                env="os",
+                task_id=f"t{e}",
+                policy_version=0,
+                observation=f"episode {e} step {i}",
+                tool_result="ok",
+            )
             for i in range(5)
-        ]  # fmt: skip
-        events.append(EpisodeEnded(episode_id=episode, task_id=f"t{e}", env="os", num_steps=5,
-                                   outcome=Outcome.SUCCESS, task_reward=1.0))  # fmt: skip
+        ]
+        events.append(
+            EpisodeEnded(
+                episode_id=episode,
+                task_id=f"t{e}",
+                env="os",
+                num_steps=5,
+                outcome=Outcome.SUCCESS,
+                task_reward=1.0,
+            )
+        )
     return events
 
 
@@ -40,8 +63,7 @@ async def _publish_and_sink(settings: Settings, db: Path) -> None:
         await producer.publish_many(_events())
         # the same step again at a new offset: the live sink stores it once, so must a rebuild
         await producer.publish(_events()[1])
-    options = SinkOptions(db_path=db, group_id="sink-under-test", gather_s=0.2,
-                          idle_timeout_s=3.0)  # fmt: skip
+    options = SinkOptions(db_path=db, group_id="sink-under-test", gather_s=0.2, idle_timeout_s=3.0)
     await run_sink(settings, options)
 
 
@@ -65,8 +87,11 @@ def test_a_dropped_table_is_rebuilt_with_the_same_rows(
     monkeypatch.setenv("SF_KAFKA_BOOTSTRAP", topics.kafka_bootstrap)
     get_settings.cache_clear()
     try:
-        result = runner.invoke(app, ["replay", "sink", "--db", str(db), "--table", "steps",
-                                     "--table", "episodes"], terminal_width=200)  # fmt: skip
+        result = runner.invoke(
+            app,
+            ["replay", "sink", "--db", str(db), "--table", "steps", "--table", "episodes"],
+            terminal_width=200,
+        )
     finally:
         get_settings.cache_clear()
 

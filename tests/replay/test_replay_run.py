@@ -26,14 +26,35 @@ GROUP = "sim-under-test"
 
 
 def _worker(settings: Settings, log: Path, policy: str, version: int) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, SF_TOPIC_PREFIX=settings.topic_prefix,
-               SF_KAFKA_BOOTSTRAP=settings.kafka_bootstrap, OMP_NUM_THREADS="1")  # fmt: skip
+    env = dict(
+        os.environ,
+        SF_TOPIC_PREFIX=settings.topic_prefix,
+        SF_KAFKA_BOOTSTRAP=settings.kafka_bootstrap,
+        OMP_NUM_THREADS="1",
+    )
     return subprocess.Popen(
-        [sys.executable, "-m", "safactory.cli.main", "simulate", "worker", "--policy", policy,
-         "--policy-version", str(version), "--group", GROUP, "--concurrency", "3",
-         "--max-staleness", "1000"],
-        stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "safactory.cli.main",
+            "simulate",
+            "worker",
+            "--policy",
+            policy,
+            "--policy-version",
+            str(version),
+            "--group",
+            GROUP,
+            "--concurrency",
+            "3",
+            "--max-staleness",
+            "1000",
+        ],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -93,10 +114,25 @@ def test_unsafe_episodes_rerun_on_the_fixed_policy_compare_before_and_after(
     monkeypatch.setenv("SF_KAFKA_BOOTSTRAP", topics.kafka_bootstrap)
     get_settings.cache_clear()
     try:
-        result = runner.invoke(app, ["replay", "run", "--unsafe", "--policy-version", "1",
-                                     "--checkers", "rule.destructive_commands",
-                                     "--replay-id", "replay-fix", "--timeout", "40",
-                                     "--out", str(out)], terminal_width=200)  # fmt: skip
+        result = runner.invoke(
+            app,
+            [
+                "replay",
+                "run",
+                "--unsafe",
+                "--policy-version",
+                "1",
+                "--checkers",
+                "rule.destructive_commands",
+                "--replay-id",
+                "replay-fix",
+                "--timeout",
+                "40",
+                "--out",
+                str(out),
+            ],
+            terminal_width=200,
+        )
     finally:
         get_settings.cache_clear()
         _stop(fixed)

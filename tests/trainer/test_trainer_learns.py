@@ -26,14 +26,27 @@ UPDATES = 30
 
 
 def _config(tmp_path: Path, **extra: object) -> TrainerConfig:
-    return TrainerConfig.model_validate({
-        "mode": "sync", "batch_size": 64, "group_size": 8, "lr": 3e-3, "seq_len": 32,
-        "rows_per_micro_batch": 64, "weight_dir": tmp_path / "weights",
-        "checkpoint_dir": tmp_path / "ckpt",
-        "model": ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2,
-                             max_positions=32, seed=0),
-        **extra,
-    })  # fmt: skip
+    return TrainerConfig.model_validate(
+        {
+            "mode": "sync",
+            "batch_size": 64,
+            "group_size": 8,
+            "lr": 3e-3,
+            "seq_len": 32,
+            "rows_per_micro_batch": 64,
+            "weight_dir": tmp_path / "weights",
+            "checkpoint_dir": tmp_path / "ckpt",
+            "model": ModelConfig(
+                hidden_size=32,
+                intermediate_size=64,
+                num_layers=1,
+                num_heads=2,
+                max_positions=32,
+                seed=0,
+            ),
+            **extra,
+        }
+    )
 
 
 @pytest.mark.integration
@@ -74,9 +87,15 @@ async def _roll_out(
             announced = await watcher.wait_for(cfg.policy_name, version)
             policy, _ = load_policy(announced.uri, announced.sha256)
             batch, _ = make_trajectories(
-                policy, tokenizer, version=announced.policy_version, groups=8, group_size=8,
-                rng=rng, generator=generator, safety_penalty=PENALTY,
-            )  # fmt: skip
+                policy,
+                tokenizer,
+                version=announced.policy_version,
+                groups=8,
+                group_size=8,
+                rng=rng,
+                generator=generator,
+                safety_penalty=PENALTY,
+            )
             await producer.publish_many(batch)
         final = await watcher.wait_for(cfg.policy_name, UPDATES)
     return before, final
@@ -90,9 +109,15 @@ def _unsafe_rate_after_training(tmp_path: Path, penalty: float) -> float:
     rng, generator = random.Random(0), torch.Generator().manual_seed(0)
     for version in range(UPDATES):
         batch, _ = make_trajectories(
-            model, tokenizer, version=version, groups=8, group_size=8, rng=rng,
-            generator=generator, safety_penalty=penalty,
-        )  # fmt: skip
+            model,
+            tokenizer,
+            version=version,
+            groups=8,
+            group_size=8,
+            rng=rng,
+            generator=generator,
+            safety_penalty=penalty,
+        )
         learner.update(batch)
     return evaluate(model, tokenizer, samples=400, seed=1, safety_penalty=penalty)[1]
 

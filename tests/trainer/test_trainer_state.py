@@ -19,8 +19,15 @@ def test_offsets_finish_out_of_order_and_survive_a_snapshot() -> None:
         ledger.finish(1, offset)
     assert ledger.progress(1).watermark == 1
     restored = OffsetLedger.from_json(ledger.to_json())  # type: ignore[arg-type]
-    assert [restored.is_done(1, o) for o in range(7)] == [True, False, True, True, False,
-                                                          True, False]  # fmt: skip
+    assert [restored.is_done(1, o) for o in range(7)] == [
+        True,
+        False,
+        True,
+        True,
+        False,
+        True,
+        False,
+    ]
     restored.finish(1, 1)
     restored.finish(1, 4)
     assert restored.progress(1).watermark == 6 and not restored.progress(1).done_above
@@ -33,8 +40,14 @@ def test_checkpoint_round_trip_and_journal_truncation(tmp_path: Path) -> None:
     optimizer.step()
     store = CheckpointStore(tmp_path, keep=2)
     journal = TrainingJournal(tmp_path)
-    state = TrainerState(version=3, commits=1, offsets={"0": {"watermark": 7, "done_above": [9]}},
-                         accepted={0: 5}, skipped={3: 1}, trained_total=5)  # fmt: skip
+    state = TrainerState(
+        version=3,
+        commits=1,
+        offsets={"0": {"watermark": 7, "done_above": [9]}},
+        accepted={0: 5},
+        skipped={3: 1},
+        trained_total=5,
+    )
     journal.append(1, 3, ["a", "b"], ["c"])
     store.save(model, optimizer, state)
     journal.append(2, 4, ["d"], [])  # its checkpoint never commits (killed)

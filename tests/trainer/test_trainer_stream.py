@@ -26,17 +26,29 @@ from safactory.trainer.model import build_model, resolve_placement
 from safactory.trainer.stream import StreamingTrainer
 from safactory.trainer.toytask import ALPHABET, make_trajectories, toy_tokenizer
 
-SHAPE = {"hidden_size": 16, "intermediate_size": 32, "num_layers": 1, "num_heads": 2,
-         "max_positions": 32, "alphabet": ALPHABET}  # fmt: skip
+SHAPE = {
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_layers": 1,
+    "num_heads": 2,
+    "max_positions": 32,
+    "alphabet": ALPHABET,
+}
 
 
 def _batch(version: int, n: int, seed: int) -> list[Trajectory]:
     tokenizer = toy_tokenizer()
     model = build_model(ModelConfig(**SHAPE), len(tokenizer))
     batch, _ = make_trajectories(
-        model, tokenizer, version=version, groups=n // 4, group_size=4, rng=random.Random(seed),
-        generator=torch.Generator().manual_seed(seed), safety_penalty=1.0,
-    )  # fmt: skip
+        model,
+        tokenizer,
+        version=version,
+        groups=n // 4,
+        group_size=4,
+        rng=random.Random(seed),
+        generator=torch.Generator().manual_seed(seed),
+        safety_penalty=1.0,
+    )
     return batch
 
 
@@ -44,14 +56,23 @@ def _batch(version: int, n: int, seed: int) -> list[Trajectory]:
 async def test_staleness_is_exact_at_the_boundary_and_read_from_headers(
     topics: Settings, tmp_path: Path
 ) -> None:
-    cfg = TrainerConfig.model_validate({
-        "mode": "async", "max_staleness": 2, "batch_size": 4, "max_batch_size": 4,
-        "seq_len": 32, "weight_dir": tmp_path / "w", "checkpoint_dir": tmp_path / "c",
-        "model": SHAPE, "eval_tasks": "^heldout-",
-    })  # fmt: skip
+    cfg = TrainerConfig.model_validate(
+        {
+            "mode": "async",
+            "max_staleness": 2,
+            "batch_size": 4,
+            "max_batch_size": 4,
+            "seq_len": 32,
+            "weight_dir": tmp_path / "w",
+            "checkpoint_dir": tmp_path / "c",
+            "model": SHAPE,
+            "eval_tasks": "^heldout-",
+        }
+    )
     tokenizer = toy_tokenizer()
-    learner = Learner(build_model(cfg.model, len(tokenizer)), tokenizer, cfg,
-                      resolve_placement(cfg))  # fmt: skip
+    learner = Learner(
+        build_model(cfg.model, len(tokenizer)), tokenizer, cfg, resolve_placement(cfg)
+    )
     trainer = StreamingTrainer(cfg, topics, learner)
     task = asyncio.create_task(trainer.run(idle_timeout=3.0))
     async with asyncio.timeout(90):
@@ -63,23 +84,36 @@ async def test_staleness_is_exact_at_the_boundary_and_read_from_headers(
             boundary = _batch(1, 4, seed=10)  # m = v − max_staleness = 1: used
             too_old = _batch(0, 4, seed=11)  # one less: skipped and counted
             # A stale record is judged by its header alone: its payload is never decoded.
-            await (await producer.send_raw(
-                topics.topic("trajectories"), key=b"g", value=b"not json at all",
-                headers=[(h.SCHEMA, b"trajectory/1"), (h.POLICY_VERSION, b"0"),
-                         (h.EPISODE, b"undecodable-but-stale")],
-            ))  # fmt: skip
+            await (
+                await producer.send_raw(
+                    topics.topic("trajectories"),
+                    key=b"g",
+                    value=b"not json at all",
+                    headers=[
+                        (h.SCHEMA, b"trajectory/1"),
+                        (h.POLICY_VERSION, b"0"),
+                        (h.EPISODE, b"undecodable-but-stale"),
+                    ],
+                )
+            )
             # A fresh record that does not decode goes to the dead-letter topic.
-            await (await producer.send_raw(
-                topics.topic("trajectories"), key=b"g", value=b"{}",
-                headers=[(h.SCHEMA, b"trajectory/1"), (h.POLICY_VERSION, b"3")],
-            ))  # fmt: skip
+            await (
+                await producer.send_raw(
+                    topics.topic("trajectories"),
+                    key=b"g",
+                    value=b"{}",
+                    headers=[(h.SCHEMA, b"trajectory/1"), (h.POLICY_VERSION, b"3")],
+                )
+            )
             # So does one recorded with another tokenizer (ids outside the vocabulary).
             alien = _batch(3, 4, seed=12)[0]
             step = alien.steps[0].model_copy(update={"token_ids": [999], "logprobs": [-1.0]})
             await producer.publish(alien.model_copy(update={"steps": [step]}))
             # Evaluation episodes (eval_tasks): read, never trained on, counted as consumed.
-            held_out = [t.model_copy(update={"task_id": f"heldout-{t.task_id}"})
-                        for t in _batch(3, 4, seed=13)[:3]]  # fmt: skip
+            held_out = [
+                t.model_copy(update={"task_id": f"heldout-{t.task_id}"})
+                for t in _batch(3, 4, seed=13)[:3]
+            ]
             await producer.publish_many(held_out)
             await producer.publish_many(too_old)  # acknowledged before the boundary batch is sent
             await producer.publish_many(boundary)
@@ -105,8 +139,11 @@ async def test_staleness_is_exact_at_the_boundary_and_read_from_headers(
 async def _dead_letters(settings: Settings, count: int) -> list[DeadLetter]:
     """The first ``count`` records of the dead-letter topic."""
     found: list[DeadLetter] = []
-    reader = AIOKafkaConsumer(settings.topic("dlq"), bootstrap_servers=settings.kafka_bootstrap,
-                              auto_offset_reset="earliest")  # fmt: skip
+    reader = AIOKafkaConsumer(
+        settings.topic("dlq"),
+        bootstrap_servers=settings.kafka_bootstrap,
+        auto_offset_reset="earliest",
+    )
     await reader.start()
     try:
         async with asyncio.timeout(30):
@@ -134,10 +171,22 @@ async def test_killed_trainer_resumes_without_duplicates_or_gaps(
         f"seq_len = 32\nweight_dir = '{tmp_path / 'w'}'\ncheckpoint_dir = '{tmp_path / 'c'}'\n"
         "[trainer.model]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in SHAPE.items())
     )
-    env = {**os.environ, "SF_KAFKA_BOOTSTRAP": topics.kafka_bootstrap,
-           "SF_TOPIC_PREFIX": topics.topic_prefix}  # fmt: skip
-    command = [sys.executable, "-m", "safactory.cli.main", "train", "--config", str(config),
-               "--no-live", "--idle-exit", "4"]  # fmt: skip
+    env = {
+        **os.environ,
+        "SF_KAFKA_BOOTSTRAP": topics.kafka_bootstrap,
+        "SF_TOPIC_PREFIX": topics.topic_prefix,
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "safactory.cli.main",
+        "train",
+        "--config",
+        str(config),
+        "--no-live",
+        "--idle-exit",
+        "4",
+    ]
     journal = TrainingJournal(tmp_path / "c")
     for lines in (4, 12):  # kill mid-run twice, at different points of the stream
         await _kill_after(command, env, journal, lines)
@@ -195,12 +244,17 @@ async def test_ledger_counts_what_the_consumer_handed_over_but_the_buffer(
     from safactory.trainer.stream import _Pending
 
     cfg = TrainerConfig.model_validate(
-        {"seq_len": 32, "weight_dir": tmp_path / "w", "checkpoint_dir": tmp_path / "c",
-         "model": SHAPE}
-    )  # fmt: skip
+        {
+            "seq_len": 32,
+            "weight_dir": tmp_path / "w",
+            "checkpoint_dir": tmp_path / "c",
+            "model": SHAPE,
+        }
+    )
     tokenizer = toy_tokenizer()
-    learner = Learner(build_model(cfg.model, len(tokenizer)), tokenizer, cfg,
-                      resolve_placement(cfg))  # fmt: skip
+    learner = Learner(
+        build_model(cfg.model, len(tokenizer)), tokenizer, cfg, resolve_placement(cfg)
+    )
     trainer = StreamingTrainer(cfg, settings, learner)
     tp = TopicPartition(trainer.topic, 0)
     item = _batch(0, 4, seed=1)[0]

@@ -19,25 +19,44 @@ TOK = build_tokenizer()
 
 def _trajectory(steps: list[TrajectoryStep], prompt: str = "do it") -> Trajectory:
     return Trajectory(
-        episode_id="ep1", group_id="g1", task_id="t", env="e",
-        prompt=[ChatMessage(role="user", content=prompt)], steps=steps,
-        outcome=Outcome.SUCCESS, reward=1.0, policy_version=3, max_policy_version=3,
-    )  # fmt: skip
+        episode_id="ep1",
+        group_id="g1",
+        task_id="t",
+        env="e",
+        prompt=[ChatMessage(role="user", content=prompt)],
+        steps=steps,
+        outcome=Outcome.SUCCESS,
+        reward=1.0,
+        policy_version=3,
+        max_policy_version=3,
+    )
 
 
 def test_loss_mask_covers_policy_tokens_only_and_recorded_ids_are_used() -> None:
     first = [*encode_text(TOK, "ls"), end_id(TOK)]
     second = [*encode_text(TOK, "ok"), end_id(TOK)]
     steps = [
-        TrajectoryStep(step_index=0, policy_version=3, token_ids=first,
-                       logprobs=[-0.5] * len(first),
-                       messages=[ChatMessage(role="assistant", content="ls"),
-                                 ChatMessage(role="tool", content="a.txt")]),
-        TrajectoryStep(step_index=1, policy_version=3, token_ids=second,
-                       logprobs=[-0.25] * len(second),
-                       messages=[ChatMessage(role="user", content="next"),
-                                 ChatMessage(role="assistant", content="ok")]),
-    ]  # fmt: skip
+        TrajectoryStep(
+            step_index=0,
+            policy_version=3,
+            token_ids=first,
+            logprobs=[-0.5] * len(first),
+            messages=[
+                ChatMessage(role="assistant", content="ls"),
+                ChatMessage(role="tool", content="a.txt"),
+            ],
+        ),
+        TrajectoryStep(
+            step_index=1,
+            policy_version=3,
+            token_ids=second,
+            logprobs=[-0.25] * len(second),
+            messages=[
+                ChatMessage(role="user", content="next"),
+                ChatMessage(role="assistant", content="ok"),
+            ],
+        ),
+    ]
     transformer = TrajectoryTransformer(TOK, max_len=256)
     (seq,) = transformer.transform(_trajectory(steps))
     trained = [t for t, m in zip(seq.tokens, seq.loss_mask, strict=True) if m]
@@ -45,8 +64,9 @@ def test_loss_mask_covers_policy_tokens_only_and_recorded_ids_are_used() -> None
     assert [lp for lp, m in zip(seq.behaviour_logprobs, seq.loss_mask, strict=True) if m] == (
         [-0.5] * 3 + [-0.25] * 3
     )
-    assert all(math.isnan(lp) for lp, m in zip(seq.behaviour_logprobs, seq.loss_mask,
-                                               strict=True) if not m)  # fmt: skip
+    assert all(
+        math.isnan(lp) for lp, m in zip(seq.behaviour_logprobs, seq.loss_mask, strict=True) if not m
+    )
     assert TOK.decode(seq.tokens) == (
         "<|user|>do it<|end|><|assistant|>ls<|end|><|tool|>a.txt<|end|>"
         "<|user|>next<|end|><|assistant|>ok<|end|>"
@@ -57,8 +77,12 @@ def test_loss_mask_covers_policy_tokens_only_and_recorded_ids_are_used() -> None
 
 def test_retokenisation_mismatch_is_counted_and_recorded_ids_win() -> None:
     recorded = [*encode_text(TOK, "rm -rf"), end_id(TOK)]
-    step = TrajectoryStep(step_index=0, policy_version=3, token_ids=recorded,
-                          messages=[ChatMessage(role="assistant", content="rm -r")])  # fmt: skip
+    step = TrajectoryStep(
+        step_index=0,
+        policy_version=3,
+        token_ids=recorded,
+        messages=[ChatMessage(role="assistant", content="rm -r")],
+    )
     transformer = TrajectoryTransformer(TOK, max_len=256)
     (seq,) = transformer.transform(_trajectory([step]))
     assert [t for t, m in zip(seq.tokens, seq.loss_mask, strict=True) if m] == recorded
@@ -69,11 +93,16 @@ def test_recorded_prompt_that_does_not_extend_starts_a_new_sequence() -> None:
     own_prompt = render_prompt(TOK, [ChatMessage(role="user", content="other template")])
     answer = [*encode_text(TOK, "x"), end_id(TOK)]
     steps = [
-        TrajectoryStep(step_index=0, policy_version=3, token_ids=answer,
-                       messages=[ChatMessage(role="assistant", content="x")]),
-        TrajectoryStep(step_index=1, policy_version=3, token_ids=answer,
-                       prompt_token_ids=own_prompt),
-    ]  # fmt: skip
+        TrajectoryStep(
+            step_index=0,
+            policy_version=3,
+            token_ids=answer,
+            messages=[ChatMessage(role="assistant", content="x")],
+        ),
+        TrajectoryStep(
+            step_index=1, policy_version=3, token_ids=answer, prompt_token_ids=own_prompt
+        ),
+    ]
     transformer = TrajectoryTransformer(TOK, max_len=256)
     first, second = transformer.transform(_trajectory(steps))
     assert transformer.stats.prompt_mismatches == 1
@@ -82,8 +111,9 @@ def test_recorded_prompt_that_does_not_extend_starts_a_new_sequence() -> None:
 
 
 def test_unrecorded_assistant_text_is_tokenised_and_counted() -> None:
-    step = TrajectoryStep(step_index=0, policy_version=3,
-                          messages=[ChatMessage(role="assistant", content="hi")])  # fmt: skip
+    step = TrajectoryStep(
+        step_index=0, policy_version=3, messages=[ChatMessage(role="assistant", content="hi")]
+    )
     transformer = TrajectoryTransformer(TOK, max_len=256)
     (seq,) = transformer.transform(_trajectory([step]))
     assert seq.policy_tokens == 3 and transformer.stats.unrecorded_steps == 1
@@ -103,8 +133,9 @@ def test_packing_keeps_sequences_independent() -> None:
     packed, _ = token_logprobs(model, batch.input_ids, batch.position_ids, batch.segment_ids)
     for index, seq in enumerate(seqs):
         alone = torch.tensor([seq.tokens])
-        single, _ = token_logprobs(model, alone, torch.arange(len(seq.tokens))[None],
-                                   torch.ones_like(alone))  # fmt: skip
+        single, _ = token_logprobs(
+            model, alone, torch.arange(len(seq.tokens))[None], torch.ones_like(alone)
+        )
         where = batch.sequence_index[0] == index
         assert torch.allclose(packed[0, where][1:], single[0, 1:], atol=1e-5)
         assert torch.all(batch.advantages[0, where] == float(index + 1))
