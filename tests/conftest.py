@@ -17,7 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from example_events import example_events
 
+from safactory import schemas as s
 from safactory.infra.config import Settings
 from safactory.infra.local import local_broker
 from safactory.infra.producer import EventProducer
@@ -83,3 +85,9 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture
+def events() -> list[s.Event]:
+    """One example of every event type (tests/support/example_events.py)."""
+    return example_events()

@@ -20,7 +20,7 @@ from safactory.schemas import Alert, Evidence, Severity
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SHOW_WITHIN_S = 2.0
 
 

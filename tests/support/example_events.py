@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from safactory import schemas as s
 
 
@@ -109,9 +107,3 @@ def example_events() -> list[s.Event]:
         ),
         s.Control(episode_id="ep-1", command=s.ControlCommand.HALT, reason="secret exfiltration"),
     ]
-
-
-@pytest.fixture
-def events() -> list[s.Event]:
-    """One example of every event type."""
-    return example_events()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from helpers_audit import make_step
 from typer.testing import CliRunner
 
 from safactory.cli.main import app
@@ -21,9 +21,6 @@ from safactory.streams.audit.engine import AuditEngine
 from safactory.streams.audit.processor import AuditProcessor
 from safactory.streams.replay import REPLAY_HEADER, parse_position
 from safactory.streams.replay.window import PositionError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "audit"))
-from helpers_audit import make_step
 
 runner = CliRunner()
 LIVE_GROUP = "audit"
