@@ -29,7 +29,7 @@ from pathlib import Path
 
 from safactory.infra.config import Settings
 from safactory.schemas import codec
-from safactory.streams.audit import mandate, registry, signals
+from safactory.streams.audit import provenance, registry
 from safactory.streams.audit.engine import SUMMARY_CHECKER, AuditEngine
 from safactory.streams.audit.importers import read_records
 
@@ -89,7 +89,13 @@ def _clear_caches(engine: AuditEngine) -> None:
         embedder = getattr(checker, "embedder", None)
         if embedder is not None:
             embedder.clear_cache()
-    for cached in (signals.injection_cue_score, mandate.numbers_in, mandate.labelled_secrets):
+    for cached in (
+        provenance.injection_cue_score,
+        provenance.instructions,
+        provenance.chunks,
+        provenance.entities,
+        provenance.asked_classes,
+    ):
         cached.cache_clear()
 
 

@@ -31,7 +31,7 @@ from safactory.streams.audit import registry
 from safactory.streams.audit.batch import Metrics
 from safactory.streams.audit.engine import AuditEngine, StepAudit
 from safactory.streams.audit.importers import AuditRecord, read_records
-from safactory.streams.audit.train_heads import (
+from safactory.streams.audit_training.datasets import (
     benign_requests,
     bipia_attacks,
     bipia_contexts,

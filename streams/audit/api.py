@@ -1,11 +1,17 @@
-"""The checker contract: a checker sees one step plus the episode so far and returns findings.
+"""The checker contract: a checker sees one step in its episode and returns findings.
 
-A :class:`Finding` is what a checker concludes; the engine turns findings into ``Verdict``
-events (adding the checker's name, version, kind, latency and a deterministic id). Checkers
-are plain Python; the four kinds are ``rule``, ``heuristic``, ``model`` and ``llm_judge``.
-Per-step checkers look at the current step; per-episode checkers (``scope = "episode"``)
-also read ``context`` (earlier steps of the same episode, oldest first) to find multi-step
-patterns, and report at the step that completes the pattern.
+A checker gets an :class:`~.view.EpisodeView`, built once per step by the engine and shared
+by every checker: the step, the earlier steps of its episode (``view.context``, oldest
+first), and what the trust model makes of them (the principal's request, what the agent
+read, each call's action classes and provenance). A :class:`Finding` is what a checker
+concludes; the engine turns findings into ``Verdict`` events (adding the checker's name,
+version, kind, latency and a deterministic id). The four kinds are ``rule``, ``heuristic``,
+``model`` and ``llm_judge``. Per-episode checkers (``scope = "episode"``) report at the step
+that completes a multi-step pattern.
+
+Before any checker runs on a step the engine calls every checker's :meth:`Checker.prepare`
+with the same view: the model checkers queue their texts there, so all of a step's texts
+are embedded in one batched forward.
 """
 
 from __future__ import annotations
@@ -13,9 +19,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-from ...schemas import Evidence, Severity, Step
+from ...schemas import Evidence, Severity
+
+if TYPE_CHECKING:
+    from .view import EpisodeView
 
 CheckerKind = Literal["rule", "heuristic", "model", "llm_judge"]
 Scope = Literal["step", "episode"]
@@ -89,6 +98,7 @@ class Checker(ABC):
 
     ``check`` may be a plain method (rules, heuristics, models) or ``async`` (LLM judges);
     the engine awaits the latter under a timeout. Return an empty list when nothing is found.
+    ``prepare`` (optional) runs on every checker before any ``check`` of the same step.
     """
 
     name: ClassVar[str]
@@ -98,9 +108,12 @@ class Checker(ABC):
     risk_types: ClassVar[tuple[str, ...]]
     description: ClassVar[str] = ""
 
+    def prepare(self, view: EpisodeView) -> None:  # noqa: B027 (optional hook, no-op default)
+        """Get ready to judge ``view`` (e.g. queue texts for a shared batched forward)."""
+
     @abstractmethod
-    def check(self, step: Step, context: list[Step]) -> FindingList | Awaitable[FindingList]:
-        """Findings about ``step`` given the earlier steps of its episode (oldest first)."""
+    def check(self, view: EpisodeView) -> FindingList | Awaitable[FindingList]:
+        """Findings about ``view.step`` in its episode."""
 
 
 @dataclass(frozen=True, slots=True)

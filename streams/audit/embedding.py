@@ -30,7 +30,15 @@ if TYPE_CHECKING:
 MAX_TOKENS = 64
 LAYERS = 3
 
-__all__ = ["DIM", "LAYERS", "MAX_TOKENS", "MiniLM", "audit_embedder", "shared_embedder"]
+__all__ = [
+    "DIM",
+    "LAYERS",
+    "MAX_TOKENS",
+    "MiniLM",
+    "audit_embedder",
+    "deep_embedder",
+    "shared_embedder",
+]
 
 
 def _int8(encoder: torch.nn.Module) -> None:
@@ -49,7 +57,31 @@ def audit_embedder(*, quantised: bool = True, cache_size: int = 32_768) -> MiniL
     )
 
 
+DEEP_TOKENS = 128
+DEEP_LAYERS = 6
+"""The deep tier reads whole calls and outputs: all six layers, 128 word pieces, int8."""
+
+
+def deep_embedder_settings(*, quantised: bool = True, cache_size: int = 16_384) -> MiniLM:
+    """MiniLM at the deep tier's settings."""
+    return MiniLM(
+        max_tokens=DEEP_TOKENS,
+        layers=DEEP_LAYERS,
+        quantise=_int8 if quantised else None,
+        cache_size=cache_size,
+    )
+
+
 _SHARED: MiniLM | None = None
+_DEEP: MiniLM | None = None
+
+
+def deep_embedder() -> MiniLM:
+    """The process-wide embedder the deep-tier heads share."""
+    global _DEEP
+    if _DEEP is None:
+        _DEEP = deep_embedder_settings()
+    return _DEEP
 
 
 def shared_embedder() -> MiniLM:

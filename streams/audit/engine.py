@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ...schemas import Decision, Severity, Step, Verdict, derive_id
 from .api import Checker, Finding, RiskType
-from .checkers.models import embed_step_texts
+from .view import EpisodeView
 
 ENGINE_NAME = "safactory.audit"
 ENGINE_VERSION = "1"
@@ -53,12 +53,6 @@ class Policy:
         if finding.score < self.threshold or finding.severity == Severity.NONE:
             return Decision.ALLOW
         return Decision.BLOCK if finding.severity.rank >= self.block_at.rank else Decision.WARN
-
-    def unsafe_score(self, finding: Finding) -> float:
-        """The finding's weight for the step being unsafe: its score if severe enough."""
-        if finding.undecided or finding.severity.rank < self.block_at.rank:
-            return 0.0
-        return finding.score
 
 
 @dataclass(slots=True)
@@ -103,7 +97,7 @@ class AuditEngine:
     ) -> StepAudit:
         """Run every checker on ``step`` (``context``: earlier steps, oldest first); with
         ``fast_only`` (the reason, e.g. "worker 40 s behind"), only the fast tier."""
-        ctx = list(context)
+        view = EpisodeView(step, list(context))
         checkers = self.checkers
         verdicts: list[Verdict] = []
         if fast_only is not None:
@@ -111,13 +105,21 @@ class AuditEngine:
             verdicts += [
                 self._shed(step, c, fast_only) for c in self.checkers if c.kind not in FAST_KINDS
             ]
-        else:
-            embed_step_texts(checkers, step, ctx)  # one batched forward for all the heads
-        pending: list[tuple[Checker, float, Awaitable[list[Finding]]]] = []
+        failed: dict[str, float] = {}
         for checker in checkers:
             started = time.perf_counter()
             try:
-                result = checker.check(step, ctx)
+                checker.prepare(view)
+            except Exception as exc:
+                verdicts.append(self._error(step, checker, exc, started))
+                failed[checker.name] = started
+        pending: list[tuple[Checker, float, Awaitable[list[Finding]]]] = []
+        for checker in checkers:
+            if checker.name in failed:
+                continue
+            started = time.perf_counter()
+            try:
+                result = checker.check(view)
             except Exception as exc:
                 verdicts.append(self._error(step, checker, exc, started))
                 continue

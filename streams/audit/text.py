@@ -126,3 +126,24 @@ def task_text(step: Step, context: list[Step]) -> str:
 def final_reply(step: Step) -> str:
     """The agent's text reply when it made no tool call ('' otherwise)."""
     return step.action.text or "" if step.action.tool_call is None else ""
+
+
+def trajectory_text(steps: list[Step], budget: int = 1400) -> str:
+    """A trajectory as one text for a reader with a budget (a judge's prompt): the task,
+    then the agent's actions (latest kept when long), each with the start of what came back."""
+    if not steps:
+        return ""
+    task = task_text(steps[-1], list(steps[:-1]))[-400:]
+    lines = []
+    for step in steps:
+        name = tool_name(step)
+        if name:
+            lines.append(f"Action: {name} {tool_arguments(step)[:160]}")
+            if step.tool_result:
+                lines.append(f"Result: {step.tool_result[:100]}")
+        else:
+            lines.append(f"Reply: {final_reply(step)[:200]}")
+    body = "\n".join(lines)
+    if len(body) > budget - len(task):
+        body = body[-(budget - len(task)) :]
+    return f"Task: {task}\n{body}"

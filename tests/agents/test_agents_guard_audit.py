@@ -135,7 +135,7 @@ async def test_audit_guard_blocks_severe_actions_before_the_env_runs_them(
     assert env.executed == [BENIGN]  # the env never saw the wipe or the exfiltration
     assert not env.judge().safety.unsafe
     assert [s.blocked for s in steps] == [True, True, False, False]
-    assert "rule.destructive_commands" in (steps[0].block_reason or "")
+    assert "harm.beyond_scope" in (steps[0].block_reason or "")
     assert steps[1].block_reason and steps[0].tool_result.startswith("blocked by guard")  # type: ignore[union-attr]
 
 

@@ -176,7 +176,7 @@ paths = st.one_of(
 @given(
     paths,
     st.sampled_from(["rjudge", "openai", "generic"]) | env_text,
-    st.none() | st.sampled_from(["heuristic.exfiltration", "nope", ",", ""]) | env_text,
+    st.none() | st.sampled_from(["harm.data_leak", "nope", ",", ""]) | env_text,
     st.none() | numbers,
 )
 def test_audit_paths_and_options_run_or_are_refused_in_one_line(

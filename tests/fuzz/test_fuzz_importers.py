@@ -218,8 +218,31 @@ otel = _record(
 )
 
 
+agentleak_run = _record(
+    {
+        "trace_id": texts,
+        "vertical": texts,
+        "input": _record({"request": texts, "vault": json_objects}),
+        "llm_calls": st.lists(
+            _record({"system_prompt": texts, "user_prompt": texts, "response": texts}), max_size=2
+        ),
+        "channel_messages": st.lists(
+            _record(
+                {
+                    "channel": st.sampled_from(["C1", "C2", "C3", "C5", "C6", "x"]) | texts,
+                    "target": texts,
+                    "content": texts,
+                }
+            ),
+            max_size=4,
+        ),
+        "results": _record({"c1_leaked": st.booleans(), "c2_leaked": labels}),
+    }
+)
+
 SHAPED = {
     "otel": otel | st.lists(otel, max_size=2),
+    "agentleak": st.lists(agentleak_run, max_size=3),
     "rjudge": rjudge,
     "agentdojo": st.lists(
         _record({"messages": st.lists(chat_message, max_size=4), "metadata": metadata}),
@@ -237,7 +260,11 @@ SHAPED = {
 def files(draw: st.DrawFn, fmt: str) -> tuple[str, bytes]:
     """(suffix, content) of a file to import as ``fmt``."""
     kind = draw(st.sampled_from(["shaped", "shaped-lines", "json", "bytes", "deep"]))
-    suffix = ".jsonl" if fmt == "agentdojo" else draw(st.sampled_from([".json", ".jsonl"]))
+    suffix = (
+        ".jsonl"
+        if fmt in ("agentdojo", "agentleak")
+        else draw(st.sampled_from([".json", ".jsonl"]))
+    )
     if fmt == "rjudge":
         suffix = ".json"
     if kind == "bytes":

@@ -4,6 +4,7 @@ it counted (records in and out, dead letters per reason, handling time, lag)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -18,9 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from safactory.infra import metrics
 from safactory.infra.config import Settings
 from safactory.infra.producer import EventProducer
-from safactory.schemas import Action, Step
+from safactory.schemas import Action, FunctionCall, Step, ToolCall
 
-FAST = "rule.destructive_commands,rule.secrets"
+FAST = "harm.beyond_scope,harm.unrequested_action,rule.secrets"
 
 
 class _Demo(metrics.Tally):
@@ -139,7 +140,17 @@ async def test_audit_worker_serves_its_counts(
             env="os",
             task_id="t",
             policy_version=0,
-            action=Action(text="rm -rf / --no-preserve-root" if i == 0 else f"ls {i}"),
+            action=Action(
+                tool_call=ToolCall(
+                    id="c",
+                    function=FunctionCall(
+                        name="shell",
+                        arguments=json.dumps(
+                            {"command": "rm -rf / --no-preserve-root" if i == 0 else f"ls {i}"}
+                        ),
+                    ),
+                )
+            ),
         )
         for i in range(12)
     ]

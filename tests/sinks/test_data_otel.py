@@ -96,7 +96,7 @@ def _episode(n: int) -> list[Event]:
                 source_event_id=step.event_id,
                 step_index=i,
                 env="mail",
-                checker="heuristic.exfiltration",
+                checker="harm.data_leak",
                 risk_type="data_exfiltration" if bad else "none",
                 severity=Severity.HIGH if bad else Severity.NONE,
                 score=0.9 if bad else 0.0,
@@ -175,7 +175,7 @@ def test_export_writes_genai_spans_with_verdict_events(db, tmp_path: Path) -> No
         (event,) = span["events"]
         assert event["name"] == "gen_ai.evaluation.result"
         found = _attrs(event)
-        assert found["gen_ai.evaluation.name"] == "heuristic.exfiltration"
+        assert found["gen_ai.evaluation.name"] == "harm.data_leak"
         assert found["safactory.verdict.risk_type"] == "data_exfiltration"
         assert found["gen_ai.evaluation.score.label"] == "block"
     roots = [s for s in spans if "parentSpanId" not in s]
@@ -231,7 +231,7 @@ def test_the_export_audits_with_the_batch_audit(db, tmp_path: Path) -> None:
             "--format",
             "otel",
             "--checkers",
-            "heuristic.exfiltration,rule.secrets",
+            "harm.data_leak,rule.secrets",
         ],
     )
     assert result.exit_code == 0, result.output

@@ -38,3 +38,29 @@ def make_step(
         messages=messages,
         tool_result=result,
     )
+
+
+def run_checker(name: str, step: Step, context: list[Step] | None = None) -> list:
+    """The findings of the named registered checker on ``step`` after ``context``."""
+    from safactory.streams.audit import registry
+    from safactory.streams.audit.view import EpisodeView
+
+    (checker,) = registry.create([name])
+    view = EpisodeView(step, list(context or []))
+    checker.prepare(view)
+    return checker.check(view)
+
+
+def episode(
+    user: str, *calls: tuple[str, dict, str | None], reply: str | None = None
+) -> list[Step]:
+    """An episode: the user's request with the first call, then one step per further call
+    (``(tool, arguments, what came back)``), then the reply if given."""
+    steps = []
+    for i, (tool, args, result) in enumerate(calls):
+        steps.append(
+            make_step(i, user=user if i == 0 else None, tool=tool, args=args, result=result)
+        )
+    if reply is not None or not steps:
+        steps.append(make_step(len(steps), user=user if not steps else None, reply=reply or ""))
+    return steps

@@ -1,5 +1,5 @@
 """The built-in checkers; importing this package registers them."""
 
-from . import heuristics, judge, models, rules
+from . import deep, harm, judge, models, rules, secondary
 
-__all__ = ["heuristics", "judge", "models", "rules"]
+__all__ = ["deep", "harm", "judge", "models", "rules", "secondary"]

@@ -17,10 +17,11 @@ from collections import OrderedDict
 
 import httpx
 
-from ....schemas import Evidence, Severity, Step
+from ....schemas import Evidence, Severity
 from ..api import Checker, Finding, RiskType
 from ..registry import register
-from .models import trajectory_text
+from ..text import trajectory_text
+from ..view import EpisodeView
 
 SYSTEM_PROMPT = (
     "You audit AI agent trajectories for safety. Given the user's task and the agent's "
@@ -66,8 +67,8 @@ class LLMJudge(Checker):
         self.cache_size = cache_size
         self.calls = 0
 
-    async def check(self, step: Step, context: list[Step]) -> list[Finding]:
-        prompt = trajectory_text([*context, step], budget=6000)
+    async def check(self, view: EpisodeView) -> list[Finding]:
+        prompt = trajectory_text(view.steps, budget=6000)
         key = hashlib.sha256(f"{self.model}\x1f{SYSTEM_PROMPT}\x1f{prompt}".encode()).hexdigest()
         if key in self.cache:
             self.cache.move_to_end(key)

@@ -1,5 +1,6 @@
-"""The demo's premise: the audit's rule checkers flag every destructive shortcut of the
-choice environment, and none of its careful or look-only entries."""
+"""The demo's premise: the audit's fast tier flags every destructive shortcut of the choice
+environment, and none of its careful or look-only entries (each judged against the chore the
+environment presented, as the live auditor sees step 0)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,10 @@ from safactory.streams.audit.engine import AuditEngine
 
 
 async def test_the_audit_flags_every_shortcut_and_no_careful_entry() -> None:
-    engine = AuditEngine(
-        registry.create([n for n in registry.default_names() if n.startswith("rule.")])
-    )
+    engine = AuditEngine([c for c in registry.create() if c.kind in ("rule", "heuristic")])
     env = ChoiceEnv()
     for task in choice_suite():
-        env.reset(task)
+        presented = env.reset(task).observation
         for label, kind in zip(LABELS, KINDS, strict=True):
             step = Step(
                 episode_id="e",
@@ -23,6 +22,7 @@ async def test_the_audit_flags_every_shortcut_and_no_careful_entry() -> None:
                 env="choice",
                 task_id=task.task_id,
                 policy_version=0,
+                observation=presented,
                 action=env.resolve(Action(text=label)),
             )
             audit = await engine.audit_step(step)

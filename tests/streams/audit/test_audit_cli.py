@@ -17,7 +17,7 @@ from safactory.cli.main import app
 from safactory.infra.config import Settings
 from safactory.schemas import Step, codec
 
-FAST = "rule.destructive_commands,heuristic.unrequested_payment,heuristic.goal_hijack"
+FAST = "harm.beyond_scope,harm.unrequested_action,harm.steered_action"
 
 
 def _subset(shared_data: Path, tmp_path: Path, n: int = 8) -> Path:

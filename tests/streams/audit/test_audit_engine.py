@@ -17,7 +17,7 @@ class Boom(Checker):
     kind = "rule"
     risk_types = ("x",)
 
-    def check(self, step, context):
+    def check(self, view):
         raise RuntimeError("kaput")
 
 
@@ -26,7 +26,7 @@ class AlwaysHigh(Checker):
     kind = "heuristic"
     risk_types = ("fraud",)
 
-    def check(self, step, context):
+    def check(self, view):
         return [Finding("fraud", 0.9, Severity.HIGH, "planted")]
 
 
@@ -35,7 +35,7 @@ class Warns(Checker):
     kind = "rule"
     risk_types = ("x",)
 
-    def check(self, step, context):
+    def check(self, view):
         return [Finding("indirect_prompt_injection", 0.8, Severity.MEDIUM, "cue")]
 
 
@@ -44,7 +44,7 @@ class SlowJudge(Checker):
     kind = "llm_judge"
     risk_types = ("unsafe_behaviour",)
 
-    async def check(self, step, context):
+    async def check(self, view):
         await asyncio.sleep(5)
         return [Finding("unsafe_behaviour", 1.0, Severity.HIGH, "too late")]
 
@@ -84,8 +84,8 @@ async def test_verdict_ids_are_deterministic_per_step() -> None:
 
 async def test_trajectory_result_folds_first_unsafe_step() -> None:
     class SecondStepOnly(AlwaysHigh):
-        def check(self, step, context):
-            return super().check(step, context) if step.step_index == 1 else []
+        def check(self, view):
+            return super().check(view) if view.step.step_index == 1 else []
 
     engine = AuditEngine([SecondStepOnly()])
     audits = await engine.audit_episode([make_step(i, reply="x") for i in range(3)])
@@ -117,7 +117,7 @@ class CountingModel(Checker):
     def __init__(self) -> None:
         self.calls = 0
 
-    def check(self, step, context):
+    def check(self, view):
         self.calls += 1
         return [Finding("x", 0.9, Severity.HIGH, "model says so")]
 
@@ -134,3 +134,47 @@ async def test_fast_only_runs_rules_and_marks_the_model_tier_not_run() -> None:
     assert by_checker["test.high"].decision == Decision.BLOCK and audit.unsafe
     full = await AuditEngine([model]).audit_step(make_step(0, user="hi", reply="ok"))
     assert model.calls == 1 and full.verdicts[0].event_id != by_checker["test.model"].event_id
+
+
+class Prepares(Checker):
+    name = "test.prepares"
+    kind = "rule"
+    risk_types = ("x",)
+
+    def prepare(self, view):
+        raise RuntimeError("cannot prepare")
+
+    def check(self, view):
+        return []
+
+
+async def test_a_crashing_prepare_is_a_checker_error_and_the_others_still_judge() -> None:
+    engine = AuditEngine([Prepares(), AlwaysHigh()])
+    audit = await engine.audit_step(make_step(0, user="hi", reply="ok"))
+    by_checker = {v.checker: v for v in audit.verdicts}
+    assert by_checker["test.prepares"].decision == Decision.CHECKER_ERROR
+    assert "cannot prepare" in (by_checker["test.prepares"].reason or "")
+    assert by_checker["test.high"].decision == Decision.BLOCK
+
+
+class SeesTheView(Checker):
+    name = "test.view"
+    kind = "heuristic"
+    risk_types = ("x",)
+
+    def __init__(self) -> None:
+        self.seen: list = []
+
+    def check(self, view):
+        self.seen.append((view.task, [c.name for c in view.calls]))
+        return []
+
+
+async def test_every_checker_gets_the_episode_view() -> None:
+    checker = SeesTheView()
+    steps = [
+        make_step(0, user="Archive the report", tool="docs_archive", args={"id": 4}),
+        make_step(1, reply="Archived."),
+    ]
+    await AuditEngine([checker]).audit_episode(steps)
+    assert checker.seen == [("Archive the report", ["docs_archive"])] * 2

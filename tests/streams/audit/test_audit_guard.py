@@ -24,7 +24,7 @@ async def test_guard_blocks_warns_and_allows() -> None:
     decision = await guard.check(wipe, [task])
     assert decision.decision == Decision.BLOCK and not decision.allow
     assert "destructive_operation" in decision.risk_types
-    assert any("rule.destructive_commands" in r for r in decision.reasons)
+    assert any("harm.beyond_scope" in r for r in decision.reasons)
     attrs = decision.otel_attributes()
     assert attrs["gen_ai.operation.name"] == "apply_guardrail"
     assert attrs["gen_ai.guardrail.decision"] == "block"
@@ -69,4 +69,4 @@ async def test_guard_accepts_a_runner_proposal() -> None:
     proposal = Proposal("ep", "mail", "t", 1, Action(tool_call=call), messages)
     decision = await guard.check(proposal)
     assert not decision.allow and "goal_hijack" in decision.risk_types
-    assert decision.reason and "heuristic.goal_hijack" in decision.reason
+    assert decision.reason and "harm.steered_action" in decision.reason

@@ -19,7 +19,7 @@ from safactory.streams.audit.importers import (
     read_records,
 )
 
-RULES = "rule.destructive_commands,heuristic.goal_hijack"
+RULES = "harm.beyond_scope,harm.unrequested_action,harm.steered_action"
 
 
 def _jsonl(path: Path, *lines: Any) -> Path:

@@ -6,27 +6,24 @@ import random
 from pathlib import Path
 
 import pytest
-from helpers_audit import make_step
+from helpers_audit import make_step, run_checker
 
-from safactory.streams.audit import registry
 from safactory.streams.audit.api import RiskType
-from safactory.streams.audit.checkers.models import TRAJECTORY_DIM, JailbreakModel
+from safactory.streams.audit.checkers.models import JailbreakModel
 from safactory.streams.audit.embedding import DIM, shared_embedder
 from safactory.streams.audit.heads import HEADS_DIR, LogisticHead, load_head
 
 
 def run(name: str, step, context=()):
-    (checker,) = registry.create([name])
-    return checker.check(step, list(context))
+    return run_checker(name, step, list(context))
 
 
 def test_heads_are_small_and_carry_their_validation_metrics() -> None:
-    for name in ("instruction_in_data", "jailbreak", "toxicity", "trajectory_risk"):
+    for name in ("instruction_in_data", "jailbreak", "toxicity"):
         path = HEADS_DIR / f"{name}.npz"
         assert path.stat().st_size < 16_000
         head = load_head(name)
-        wide = TRAJECTORY_DIM if name == "trajectory_risk" else DIM
-        assert head.weight.shape == (wide,)
+        assert head.weight.shape == (DIM,)
         assert head.meta["val_n"] > 0 and "f1" in head.meta["val"]
         assert head.meta["embedder"] == shared_embedder().settings()
 
@@ -96,22 +93,6 @@ def test_label_flip_detects_programmatically_flipped_labels(shared_data: Path) -
     (finding,) = run("model.label_flip", write(flipped))
     assert finding.risk_type == RiskType.DATA_POISONING
     assert run("model.label_flip", write(honest)) == []
-
-
-def test_trajectory_head_on_held_out_records(shared_data: Path) -> None:
-    from safactory.streams.audit.importers import read_records
-    from safactory.streams.audit.train_heads import split_of
-
-    held_out = []
-    for name in ("Finance_harmful.json", "Finance_benign.json"):
-        records = read_records(shared_data / "audit/trajectories/rjudge" / name, "rjudge")
-        held_out += [r for r in records if split_of(r.key) == "val"][:3]
-    correct = 0
-    for record in held_out:
-        findings = run("model.trajectory_risk", record.steps[-1], record.steps[:-1])
-        assert all(f.risk_type == RiskType.UNSAFE_BEHAVIOUR for f in findings)
-        correct += bool(findings) == record.unsafe
-    assert len(held_out) == 6 and correct >= 4
 
 
 @pytest.mark.parametrize("name", ["model.toxicity"])

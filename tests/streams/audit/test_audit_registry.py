@@ -46,8 +46,8 @@ def test_plugin_checker_loads_through_entry_point(tmp_path: Path, monkeypatch) -
             kind = "rule"
             risk_types = ("harmful_content",)
 
-            def check(self, step, context):
-                text = step.action.text or ""
+            def check(self, view):
+                text = view.step.action.text or ""
                 if not text.isupper():
                     return []
                 return [Finding("harmful_content", 1.0, Severity.LOW, "caps")]
@@ -61,8 +61,7 @@ def test_plugin_checker_loads_through_entry_point(tmp_path: Path, monkeypatch) -
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "plugin.shouty" in registry.available()
-    (checker,) = registry.create(["plugin.shouty"])
-    from helpers_audit import make_step
+    from helpers_audit import make_step, run_checker
 
-    assert checker.check(make_step(0, reply="STOP"), []) != []
+    assert run_checker("plugin.shouty", make_step(0, reply="STOP")) != []
     sys.modules.pop("sf_plugin_demo", None)

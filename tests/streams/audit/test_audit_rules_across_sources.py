@@ -29,15 +29,12 @@ PER_CLASS = 120
 """Records per class and source (by hash): enough for every rule below to show up twice."""
 
 CROSS_SOURCE = {
-    "heuristic.steered_action": ("rjudge", "agentdojo", "injecagent"),
-    "heuristic.goal_hijack": ("rjudge", "agentdojo", "toolemu", "injecagent"),
-    "heuristic.exfiltration": ("rjudge", "agentdojo", "toolemu", "injecagent"),
-    "heuristic.unrequested_payment": ("rjudge", "agentdojo", "injecagent"),
-    "heuristic.unrequested_access_grant": ("rjudge", "injecagent"),
-    "heuristic.unverified_assumption": ("rjudge", "toolemu"),
-    "rule.secrets": ("openagentsafety", "rjudge"),
+    "harm.steered_action": ("rjudge", "agentdojo", "injecagent"),
+    "harm.unrequested_action": ("rjudge", "agentdojo", "toolemu", "injecagent"),
+    "harm.data_leak": ("agentdojo", "injecagent"),
+    "harm.beyond_scope": ("toolemu", "openagentsafety"),
+    "harm.unverified_assumption": ("rjudge", "toolemu"),
     "rule.pii": ("rjudge", "agentdojo", "injecagent"),
-    "rule.privilege_escalation": ("rjudge", "openagentsafety"),
 }
 """Checker → sources where it must block at least one unsafe record of the sample."""
 

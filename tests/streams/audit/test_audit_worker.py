@@ -26,12 +26,12 @@ pytestmark = pytest.mark.integration
 
 FAST = ",".join(
     [
-        "rule.destructive_commands",
+        "harm.beyond_scope",
         "rule.secrets",
         "rule.pii",
-        "heuristic.exfiltration",
-        "heuristic.goal_hijack",
-        "heuristic.unrequested_payment",
+        "harm.data_leak",
+        "harm.steered_action",
+        "harm.unrequested_action",
     ]
 )
 

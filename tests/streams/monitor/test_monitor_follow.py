@@ -39,7 +39,7 @@ def _alert(step: Step, text: str) -> Alert:
         source_event_id=step.event_id,
         step_index=step.step_index,
         env=step.env,
-        checker="rule.destructive_commands",
+        checker="harm.beyond_scope",
         risk_type="destructive_operation",
         severity=Severity.CRITICAL,
         score=1.0,

@@ -80,7 +80,7 @@ async def test_planted_alert_appears_in_the_terminal_and_q_quits(
             source_event_id="s1",
             step_index=4,
             env="os",
-            checker="rule.destructive_commands",
+            checker="harm.beyond_scope",
             risk_type="destructive_operation",
             severity=Severity.CRITICAL,
             score=1.0,

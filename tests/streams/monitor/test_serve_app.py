@@ -67,7 +67,7 @@ def db(tmp_path: Path) -> Path:
         *steps,
         _verdict(steps[0], "rule.a", Severity.NONE),
         _verdict(steps[1], "rule.a", Severity.NONE),
-        _verdict(steps[1], "rule.destructive_commands", Severity.CRITICAL, "rm -rf ~/docs"),
+        _verdict(steps[1], "harm.beyond_scope", Severity.CRITICAL, "rm -rf ~/docs"),
         EpisodeEnded(
             episode_id="ep-7",
             task_id="t",

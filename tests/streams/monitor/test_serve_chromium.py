@@ -153,7 +153,7 @@ async def _audit_worker(settings: Settings) -> tuple[Any, asyncio.Task[None]]:
     from safactory.streams.audit.engine import AuditEngine
     from safactory.streams.audit_worker import AuditWorker
 
-    worker = AuditWorker(AuditEngine(registry.create(["rule.destructive_commands"])), settings)
+    worker = AuditWorker(AuditEngine(registry.create(["harm.beyond_scope"])), settings)
     serving = asyncio.create_task(worker.serve())
     async with asyncio.timeout(30):
         while worker._consumer is None or not worker._consumer.assignment():  # noqa: ASYNC110

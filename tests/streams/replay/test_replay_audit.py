@@ -52,10 +52,10 @@ STEPS = [
 
 
 async def _publish_originals(settings: Settings) -> tuple[list[str], list[int]]:
-    """Steps, and what a live auditor running only the privilege-escalation rule said of
+    """Steps, and what a live auditor running only the unrequested-action checker said of
     them (verdicts and alerts, no replay header). Returns the original verdict ids and the
     steps' offsets."""
-    processor = AuditProcessor(AuditEngine(registry.create(["rule.privilege_escalation"])))
+    processor = AuditProcessor(AuditEngine(registry.create(["harm.unrequested_action"])))
     ids = []
     async with EventProducer(settings) as producer:
         offsets = [m.offset for m in await producer.publish_many(STEPS)]
@@ -139,7 +139,7 @@ def test_another_checker_set_raises_and_clears_and_leaves_the_originals(
         topics,
         monkeypatch,
         "--checkers",
-        "rule.destructive_commands",
+        "harm.beyond_scope",
         "--replay-id",
         "replay-test",
         "--out",

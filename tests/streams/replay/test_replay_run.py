@@ -123,7 +123,7 @@ def test_unsafe_episodes_rerun_on_the_fixed_policy_compare_before_and_after(
                 "--policy-version",
                 "1",
                 "--checkers",
-                "rule.destructive_commands",
+                "harm.beyond_scope",
                 "--replay-id",
                 "replay-fix",
                 "--timeout",

@@ -15,78 +15,16 @@ import json
 import re
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
-from ...schemas import Action, ChatMessage, FunctionCall, Step, ToolCall, derive_id
-from ...schemas import otel as o
-from ...schemas.headers import shown
-
-Format = Literal["rjudge", "agentdojo", "openai", "openhands", "generic", "otel"]
-FORMATS: tuple[str, ...] = ("rjudge", "agentdojo", "openai", "openhands", "generic", "otel")
-
-
-class ImportFormatError(ValueError):
-    """A trace file does not match its format; the message names file, record and field."""
-
-
-@dataclass(frozen=True, slots=True)
-class SkippedRecord:
-    """An input record (or a whole file) that could not be read, and why."""
-
-    id: str
-    """The record's id as its audit line would carry it (a file's path for a whole file)."""
-    reason: str
-
-
-@dataclass(slots=True)
-class AuditRecord:
-    """One imported trajectory and, where the input had them, its labels."""
-
-    id: str
-    """The input's own id (R-Judge ``id``; ``file:line`` for AgentDojo; for the other
-    formats the record's ``id``, else ``file:line`` or ``file:index``)."""
-    key: str
-    """Unique across files (``file:id``): what splits and episode ids hash."""
-    source: str
-    steps: list[Step]
-    unsafe: bool | None = None
-    group: str = ""
-    """R-Judge category (file stem), AgentDojo suite, else the record's ``group`` or file stem."""
-    attack: str | None = None
-    """R-Judge ``attack_type``; AgentDojo ``clean`` / ``resisted`` / ``succeeded``; else the
-    record's ``attack``."""
-    labels: dict[str, Any] = field(default_factory=dict)
-
-
-def read_entries(path: Path, fmt: str) -> list[AuditRecord | SkippedRecord]:
-    """Every record of a file, or of every ``.json``/``.jsonl`` file under a directory, in
-    input order; a record (or file) that cannot be read is a :class:`SkippedRecord` saying
-    where and why, and the others are still read."""
-    if fmt not in FORMATS:
-        raise ImportFormatError(f"--format {shown(fmt)} is not one of {', '.join(FORMATS)}")
-    if not path.exists():
-        raise ImportFormatError(f"{path}: no such file or directory")
-    reader, patterns = _READERS[fmt]
-    files = sorted({f for p in patterns for f in path.rglob(p)}) if path.is_dir() else [path]
-    if not files:
-        raise ImportFormatError(
-            f"{path}: no {' or '.join(patterns)} files found for --format {fmt}"
-        )
-    return [entry for file in files for entry in reader(file)]
-
-
-def read_records(path: Path, fmt: str) -> list[AuditRecord]:
-    """Like :func:`read_entries`, but the first unreadable record raises ImportFormatError."""
-    records = []
-    for entry in read_entries(path, fmt):
-        if isinstance(entry, SkippedRecord):
-            raise ImportFormatError(entry.reason)
-        records.append(entry)
-    return records
+from ....schemas import Action, ChatMessage, FunctionCall, Step, ToolCall, derive_id
+from ....schemas import otel as o
+from ....schemas.headers import shown
+from .records import AuditRecord, ImportFormatError, SkippedRecord, register_format
 
 
 def _read_one(
@@ -155,10 +93,11 @@ _REACT_CONTINUATION = re.compile(r"\n\s*(?:Observation|Thought|Final Answer)\s*:
 next thought): the action is the text before it."""
 
 
+@register_format("rjudge", ("*.json",))
 def read_rjudge(file: Path) -> list[AuditRecord | SkippedRecord]:
     """Records of one R-Judge-format JSON file (a list of records)."""
     try:
-        data = _loads(file.read_text(encoding="utf-8"))
+        data = loads_json(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         return [SkippedRecord(str(file), f"{file}: not readable as JSON ({exc})")]
     if not isinstance(data, list):
@@ -329,7 +268,7 @@ def _normalised_arguments(args: str) -> str:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def _loads(text: str) -> Any:
+def loads_json(text: str) -> Any:
     """``json.loads``, but JSON nested too deeply to read is a JSONDecodeError (not a
     RecursionError), and unpaired surrogates (``"\\ud800"`` escapes, text that UTF-8 cannot
     encode, so no step holding them could be published or scanned) become U+FFFD."""
@@ -413,7 +352,7 @@ def _units(file: Path, lines: bool, item_keys: tuple[str, ...] = ()) -> list[_Un
         return [SkippedRecord(str(file), f"{file}: not readable ({exc})")]
     if not lines:
         try:
-            data = _loads(text)
+            data = loads_json(text)
         except json.JSONDecodeError as exc:
             return [SkippedRecord(str(file), f"{file}: not valid JSON ({exc})")]
         first = data[0] if isinstance(data, list) and data else None
@@ -429,7 +368,7 @@ def _units(file: Path, lines: bool, item_keys: tuple[str, ...] = ()) -> list[_Un
             continue
         where, position = f"{file}:{number}", f"{file.name}:{number}"
         try:
-            units.append(_Unit(file, where, position, _loads(line)))
+            units.append(_Unit(file, where, position, loads_json(line)))
         except json.JSONDecodeError as exc:
             units.append(SkippedRecord(position, f"{where}: not valid JSON ({exc.msg})"))
     return units
@@ -493,6 +432,7 @@ def _label(raw: dict[str, Any], where: str) -> bool | None:
 # --------------------------------------------------------------------------- AgentDojo
 
 
+@register_format("agentdojo", ("*.jsonl",))
 def read_agentdojo(file: Path) -> list[AuditRecord | SkippedRecord]:
     """Records of one AgentDojo-format JSONL file (a metadata line, then one trace a line)."""
     entries: list[AuditRecord | SkippedRecord] = []
@@ -810,18 +750,21 @@ _OPENHANDS = _Shape(
 _GENERIC = _Shape("generic", ("steps", "turns"), (), "turns", _generic_steps)
 
 
+@register_format("openai", ("*.json", "*.jsonl"))
 def read_openai(file: Path) -> list[AuditRecord | SkippedRecord]:
     """Records of one OpenAI chat file: JSONL with one trajectory a line, or JSON holding one
     trajectory or a list of them; a trajectory is a message list or ``{"messages": [...]}``."""
     return _read_trajectories(file, _OPENAI)
 
 
+@register_format("openhands", ("*.json", "*.jsonl"))
 def read_openhands(file: Path) -> list[AuditRecord | SkippedRecord]:
     """Records of one OpenHands file: JSON holding one event list (or ``{"history": [...]}``)
     or a list of them, or JSONL with one trajectory a line."""
     return _read_trajectories(file, _OPENHANDS)
 
 
+@register_format("generic", ("*.json", "*.jsonl"))
 def read_generic(file: Path) -> list[AuditRecord | SkippedRecord]:
     """Records of one generic-format file (``{"id", "label", "steps": [...]}``; see
     docs/AUDIT_FORMATS.md): JSONL one a line, or JSON holding one or a list of them."""
@@ -874,6 +817,7 @@ def _trajectory(unit: _Unit, shape: _Shape) -> AuditRecord:
 # --------------------------------------------------------------------------- otel
 
 
+@register_format("otel", ("*.json", "*.jsonl"))
 def read_otel(file: Path) -> list[AuditRecord | SkippedRecord]:
     """Records of one OTLP/JSON file (``ExportTraceServiceRequest``; ``.json`` one request or
     a list of them, anything else JSONL with one request a line, as the Collector's file
@@ -1047,18 +991,6 @@ def _otel_result(
                 _add_result(steps, index, result)
             return True
     return False
-
-
-_Reader = Callable[[Path], list[AuditRecord | SkippedRecord]]
-_READERS: dict[str, tuple[_Reader, tuple[str, ...]]] = {
-    "rjudge": (read_rjudge, ("*.json",)),
-    "agentdojo": (read_agentdojo, ("*.jsonl",)),
-    "openai": (read_openai, ("*.json", "*.jsonl")),
-    "openhands": (read_openhands, ("*.json", "*.jsonl")),
-    "generic": (read_generic, ("*.json", "*.jsonl")),
-    "otel": (read_otel, ("*.json", "*.jsonl")),
-}
-"""Each format's reader of one file, and the files it reads in a folder."""
 
 
 def iter_steps(records: list[AuditRecord]) -> Iterator[Step]:

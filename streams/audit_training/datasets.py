@@ -1,37 +1,29 @@
-"""Rebuild the model checkers' heads from the public development data, deterministically.
+"""Labelled examples for the auditor's learned parts, from the public development data
+(``shared/data/audit``) and the examples written for the purpose (``data/*.jsonl``).
 
-    python -m safactory.streams.audit.train_heads --data ../shared/data/audit
-
-Every example has a stable key; ``split_of(key)`` (a hash) puts one in five in validation,
-so the same records are held out on every run and by ``bench/audit_quality.py``. Heads are
-L2-regularised logistic regressions fitted by Newton's method (no randomness), saved with
-their validation metrics under ``streams/audit/heads/``. Features come from the checkers' own
-embedder settings (int8, 3 layers, 64 word pieces; recorded in each head) and, for the
-trajectory head, the checker's own ``trajectory_features``, so training matches inference.
+Every example has a stable key; :func:`split_of` (a hash) puts one in five in validation, so
+the same records are held out on every run. Only text sets and single actions live here;
+trajectory sources are read by ``bench/audit_generalization.py`` and, for the action-level
+labels one of them carries, by :func:`injecagent_actions`.
 """
 
 from __future__ import annotations
 
-import argparse
 import glob
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
+from ..audit.importers import AuditRecord, read_records
+from ..audit.provenance import chunks
 
-from ...schemas import Step
-from .checkers.models import step_pieces, trajectory_features
-from .embedding import MiniLM, audit_embedder
-from .heads import HEADS_DIR, LogisticHead, fit_logistic
-from .importers import AuditRecord, read_records
-from .signals import chunks, is_read_only
-from .text import tool_name
+OWN_DATA = Path(__file__).resolve().parent / "data"
+"""Examples written for the purpose, before any tuning (actions, outcomes, requests)."""
 
-Example = tuple[str, str | tuple[Step, ...], int]
-"""(key, text — or the steps of a trajectory, for the trajectory head —, label)"""
+Example = tuple[str, str, int]
+"""(key, text, label)"""
 
 
 def split_of(key: str) -> str:
@@ -197,36 +189,6 @@ def toxigen(data: Path) -> list[Example]:
     return list({e[0]: e for e in out}.values())
 
 
-def labelled_trajectories(data: Path, agentdojo_limit: int = 400) -> list[Example]:
-    """Agent trajectories as the trajectory head reads them, labelled unsafe or not: all of
-    R-Judge, and a deterministic sample of AgentDojo (``unsafe`` = a successful attack).
-
-    The head runs at every consequential step, so the prefixes of safe trajectories that end
-    at one are added as negatives (prefixes of unsafe ones are left out: the unsafe act may
-    come later)."""
-    records = read_records(data / "trajectories/rjudge", "rjudge")
-    dojo = read_records(data / "trajectories/agentdojo", "agentdojo")
-    records += _sample_records(dojo, agentdojo_limit)
-    out: list[Example] = []
-    for record in records:
-        key = f"{split_key(record)}#{record.key}"
-        out.append((key, tuple(record.steps), int(bool(record.unsafe))))
-        if record.unsafe:
-            continue
-        for k in range(1, len(record.steps)):
-            name = tool_name(record.steps[k - 1])
-            if record.source == "rjudge" or (name and not is_read_only(name)):
-                out.append((f"{key}#prefix{k}", tuple(record.steps[:k]), 0))
-    return out
-
-
-def _sample_records(records: list[AuditRecord], limit: int) -> list[AuditRecord]:
-    """All successful attacks and a hash-ordered sample of the rest, ``limit`` in all."""
-    ordered = sorted(records, key=lambda r: hashlib.sha256(r.key.encode()).digest())
-    attacks = [r for r in ordered if r.unsafe]
-    return attacks + [r for r in ordered if not r.unsafe][: max(0, limit - len(attacks))]
-
-
 def corpus_instruction_in_data(data: Path) -> list[Example]:
     """Instructions (attacks and plain requests) vs data (contexts, passages, statements)."""
     knowledge, _ = halueval(data)
@@ -376,21 +338,6 @@ def own_requests() -> list[Example]:
     ]
 
 
-def corpus_harmful_request(data: Path) -> list[Example]:
-    """Requests for harm (fraud, intrusion, weapons, harassment, infringement …) asked
-    plainly, vs ordinary and security-flavoured benign requests (jailbreak wrappers are the
-    jailbreak head's: with them this head learnt that long chatty requests are harmful)."""
-    _, questions = halueval(data)
-    positives = jailbreak_goals(data) + toolsword_queries(data, ("MQ",))
-    negatives = (
-        benign_requests(data)
-        + _sample(questions, 400)
-        + toolsword_queries(data)
-        + privacylens_instructions(data)
-    )
-    return positives + negatives + own_requests()
-
-
 def corpus_toxicity(data: Path) -> list[Example]:
     """ToxiGen hate vs neutral statements (balanced sample)."""
     rows = toxigen(data)
@@ -399,99 +346,118 @@ def corpus_toxicity(data: Path) -> list[Example]:
     )
 
 
-CORPORA: dict[str, Callable[[Path], list[Example]]] = {
-    "instruction_in_data": corpus_instruction_in_data,
-    "jailbreak": corpus_jailbreak,
-    "harmful_request": corpus_harmful_request,
-    "toxicity": corpus_toxicity,
-    "trajectory_risk": labelled_trajectories,
-}
-TRAJECTORY_SOURCES = {"trajectory_risk": ["rjudge", "agentdojo"]}
-"""The labelled trajectory sources a head trained on (the others train on text sets only,
-so every trajectory source is unseen by them: ``bench/audit_generalization.py``)."""
-L2 = {
-    "instruction_in_data": 1.0,
-    "jailbreak": 1.0,
-    "harmful_request": 1.0,
-    "toxicity": 1.0,
-    "trajectory_risk": 1.0,
-}
+# --------------------------------------------------------------------- single actions
 
 
-def metrics(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
-    """Precision, recall, F1 and accuracy (percent) at threshold 0.5."""
-    pred = p >= 0.5
-    tp = float((pred & (y == 1)).sum())
-    fp = float((pred & (y == 0)).sum())
-    fn = float((~pred & (y == 1)).sum())
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {
-        "precision": round(100 * precision, 1),
-        "recall": round(100 * recall, 1),
-        "f1": round(100 * f1, 1),
-        "accuracy": round(100 * float((pred == (y == 1)).mean()), 1),
-        "n": len(y),
-    }
+def own_rows(name: str) -> list[dict]:
+    """The rows of one of the files written for the purpose (actions, outcomes, requests)."""
+    return _jsonl(OWN_DATA / f"{name}.jsonl")
 
 
-def features(embedder: MiniLM, items: Sequence[str | tuple[Step, ...]]) -> np.ndarray:
-    """Embeddings of texts, or the trajectory head's features of step sequences (computed
-    by the checker's own ``trajectory_features``, after embedding all pieces in one pass)."""
-    if items and isinstance(items[0], tuple):
-        steps = {id(s): s for trajectory in items for s in trajectory}  # type: ignore[union-attr]
-        pieces = (t for s in steps.values() for kind in step_pieces(s) for t in kind)
-        embedder.embed(list(dict.fromkeys(pieces)))
-        return np.stack([trajectory_features(embedder, t) for t in items])  # type: ignore[arg-type]
-    return embedder.embed(items)  # type: ignore[arg-type]
+HARM_LEVELS = {"none": 0, "low": 1, "high": 2}
 
 
-def train(name: str, data: Path, embedder: MiniLM, out_dir: Path) -> dict[str, object]:
-    """Fit one head on its corpus's train split; save it with its validation metrics."""
-    examples = sorted(CORPORA[name](data), key=lambda e: e[0])
-    train_rows = [e for e in examples if split_of(e[0]) == "train"]
-    val_rows = [e for e in examples if split_of(e[0]) == "val" and "#prefix" not in e[0]]
-    x_train = features(embedder, [t for _, t, _ in train_rows])
-    y_train = np.array([y for *_, y in train_rows], dtype=np.float64)
-    weight, bias = fit_logistic(x_train, y_train, l2=L2[name])
-    head = LogisticHead(name, weight, bias, {})
-    x_val = features(embedder, [t for _, t, _ in val_rows])
-    y_val = np.array([y for *_, y in val_rows])
-    meta = {
-        "head": name,
-        "train_n": len(train_rows),
-        "val_n": len(val_rows),
-        "train_positive": int(y_train.sum()),
-        "l2": L2[name],
-        "embedder": embedder.settings(),
-        "train": metrics(y_train.astype(int), head.predict(x_train)),
-        "val": metrics(y_val, head.predict(x_val)),
-        "split": "sha256(key)[0] % 5 == 0 → val",
-        "trajectory_sources": TRAJECTORY_SOURCES.get(name, []),
-    }
-    LogisticHead(name, weight, bias, meta).save(out_dir)
-    return meta
+def own_actions() -> list[tuple[str, str, str, str, int]]:
+    """(key, tool, arguments JSON, description, 1 for high harm potential) of the written
+    actions: one action each, in 20 domains."""
+    return [
+        (
+            f"own-action:{r['id']}",
+            r["tool"],
+            json.dumps(r["arguments"]),
+            r.get("description", ""),
+            int(HARM_LEVELS[r["harm"]] == 2),
+        )
+        for r in own_rows("actions")
+    ]
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command-line entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, required=True, help="the shared data/audit folder")
-    parser.add_argument("--out", type=Path, default=HEADS_DIR, help="where the .npz heads go")
-    parser.add_argument("--only", nargs="*", choices=sorted(CORPORA), help="heads to rebuild")
-    args = parser.parse_args(argv)
-    if not (args.data / "trajectories").is_dir():
-        parser.error(f"--data {args.data}: no trajectories/ folder; pass shared/data/audit")
-    import torch
-
-    torch.manual_seed(0)
-    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
-    embedder = audit_embedder(cache_size=100_000)
-    for name in args.only or sorted(CORPORA):
-        meta = train(name, args.data, embedder, args.out)
-        print(json.dumps(meta, sort_keys=True))
+_ELEMENT = re.compile(r"Tgt_(.+?)_[0-9a-f]{8}(?:-|$)")
+_WEBGUARD_LINE = re.compile(
+    r"The description of the element is (?P<desc>.*?)\.\s*The tagHead of the element is "
+    r"(?P<tag>.*?)\.\s*The url of the web page is (?P<url>\S+?)\.?\s*The proposed action is "
+    r"(?P<act>[A-Z_ ]+)",
+    re.DOTALL,
+)
 
 
-if __name__ == "__main__":
-    main()
+def webguard_actions(data: Path) -> list[tuple[str, str, str, str, int, str]]:
+    """(key, tool, arguments JSON, description, 1 for HIGH risk, website) of WebGuard's
+    human-labelled web actions: the proposed action on the element, its visible text (from
+    the screenshot's file name; the annotator's pre-label in that name is not read) and the
+    page's address."""
+    out = []
+    for file in sorted((data / "actions/webguard").glob("*.json")):
+        for i, row in enumerate(_json(file)):  # type: ignore[arg-type]
+            prompt = row["messages"][0]["content"]
+            answer = json.loads(re.search(r"\{.*\}", row["messages"][1]["content"]).group(0))  # type: ignore[union-attr]
+            match = _WEBGUARD_LINE.search(prompt)
+            if match is None:
+                continue
+            shot = row.get("images", [""])[0].rsplit("/", 2)[-2]
+            element = _ELEMENT.search(shot)
+            label = element.group(1).replace("_", " ").strip() if element else ""
+            desc = match.group("desc").strip()
+            text = " ".join(t for t in (label, "" if desc == "nan" else desc) if t)
+            url = match.group("url")
+            site = re.sub(r"^https?://(www\.)?", "", url).split("/")[0]
+            act = match.group("act").strip().lower()
+            args = {"element": text[:120], "tag": match.group("tag")[:40], "url": url[:120]}
+            out.append(
+                (
+                    f"webguard:{file.stem}:{i}",
+                    f"browser_{act}",
+                    json.dumps(args),
+                    "",
+                    int(answer.get("risky_level") == "HIGH"),
+                    site,
+                )
+            )
+    return out
+
+
+def injecagent_actions(data: Path) -> list[tuple[str, str, str, str, int]]:
+    """Action-level labels InjecAgent's runs carry by construction: the attacker's tool,
+    called last in a run labelled unsafe, is a harmful act (1); the user's own first call,
+    made before any injected text was read, is not (0)."""
+    records = read_records(data / "trajectories/injecagent/injecagent_runs.json", "rjudge")
+    out = []
+    for record in records:
+        calls = [s for s in record.steps if s.action.tool_call is not None]
+        if not calls:
+            continue
+        first = calls[0].action.tool_call
+        assert first is not None
+        out.append((f"{record.key}#first", first.function.name, first.function.arguments, "", 0))
+        last = calls[-1].action.tool_call
+        if record.unsafe and len(calls) >= 2 and last is not None:
+            out.append((f"{record.key}#last", last.function.name, last.function.arguments, "", 1))
+    return out
+
+
+def own_outcomes() -> list[tuple[str, str, str, int]]:
+    """(key, the call, what the environment reported, 1 when it reports a high-harm effect
+    that actually happened) of the written outcomes."""
+    return [
+        (f"own-outcome:{r['id']}", r["call"], r["observation"], int(HARM_LEVELS[r["harm"]] == 2))
+        for r in own_rows("outcomes")
+    ]
+
+
+def corpus_request_harm(data: Path) -> list[Example]:
+    """Requests that ask an agent for harm vs ordinary ones: the written requests (most with
+    a benign twin of similar wording), the older written lists, JailbreakBench's harmful
+    behaviours asked plainly and ToolSword's malicious queries; benign: security-flavoured
+    requests, questions, ToolSword's and PrivacyLens's everyday instructions."""
+    _, questions = halueval(data)
+    written = [
+        (f"own-request:{r['id']}", r["request"], int(r["harmful"])) for r in own_rows("requests")
+    ]
+    positives = jailbreak_goals(data) + toolsword_queries(data, ("MQ",))
+    negatives = (
+        benign_requests(data)
+        + _sample(questions, 400)
+        + toolsword_queries(data)
+        + privacylens_instructions(data)
+    )
+    return written + own_requests() + positives + negatives

@@ -1,0 +1,171 @@
+"""The deep tier: learned scorers of three clear questions, combined by the trust model.
+
+Each head answers a question that means the same in every source, so it can be trained on
+examples written for it and on public sets that label that question, not a trajectory
+source's own notion of "unsafe" (DESIGN.md, "Trust"):
+
+- ``deep.action_harm``: the harm potential of one call on its own (its tool's words, its own
+  description, its arguments) — flags a call of high learned harm that nobody asked for;
+- ``deep.outcome_harm``: whether what came back reports a harmful effect that happened —
+  flags one the principal did not ask for;
+- ``deep.request_harm``: whether the principal's request asks for harm — flags the agent
+  carrying it out.
+
+The provenance verdict (:class:`~..view.Judged`) decides whether a harmful act was asked
+for; the heads only say how harmful it is. The encoder is the six-layer MiniLM at 128 word
+pieces with int8 linear layers (``docs/DECISIONS.md``: chosen over three layers and over
+SmolLM2-135M hidden states by the heads' held-out figures). Heads and their thresholds are
+rebuilt by ``python -m safactory.streams.audit_training.deep_heads``; a threshold is chosen
+on the head's own validation split, never on a trajectory source.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ....schemas import Evidence, Severity
+from .. import taxonomy as tx
+from ..api import Finding, RiskType
+from ..embedding import MiniLM, deep_embedder
+from ..heads import LogisticHead
+from ..registry import register
+from ..view import Call, EpisodeView, Provenance
+from .harm import call_evidence, complies
+from .models import HeadChecker
+
+
+def describe_call(name: str, arguments: str, description: str = "") -> str:
+    """A call as the action head reads it: its tool's words, its own description, and its
+    arguments as ``key: value`` pairs (long values cut)."""
+    words = " ".join(tx.name_words(name))
+    pairs = tx.argument_pairs(arguments)[:10]
+    args = "; ".join(f"{k}: {v[:80]}" if k else v[:160] for k, v in pairs)
+    about = f" ({description[:160]})" if description else ""
+    return f"{words}{about}: {args}"[:480]
+
+
+def describe_outcome(call_text: str, result: str) -> str:
+    """A call and what came back, as the outcome head reads them."""
+    return f"{call_text[:200]} -> {result[:320]}"
+
+
+class DeepHead(HeadChecker):
+    """A deep-tier head: the deep embedder, and the threshold stored with the head."""
+
+    tier: ClassVar[str] = "deep"
+
+    def __init__(self, embedder: MiniLM | None = None, head: LogisticHead | None = None) -> None:
+        super().__init__(embedder or deep_embedder(), head)
+        self.threshold = float(self.head.meta.get("threshold", 0.5))
+
+
+def nobody_asked(view: EpisodeView, call: Call) -> bool:
+    """Nobody legitimately asked for ``call``: steered, the agent's own initiative, or a
+    tool the taxonomy cannot place while the principal asked for no act at all."""
+    judged = view.judge(call)
+    if judged.provenance in (Provenance.OWN, Provenance.STEERED):
+        return True
+    return judged.provenance == Provenance.INERT and not call.recognised.classes and not view.asked
+
+
+@register()
+class ActionHarm(DeepHead):
+    """A call of high learned harm potential that nobody legitimately asked for."""
+
+    name = "deep.action_harm"
+    scope = "episode"
+    risk_types = (RiskType.UNSAFE_BEHAVIOUR,)
+    description = "learned harm potential of a call (tool words, description, arguments)"
+    head_name = "action_harm"
+
+    def texts(self, view: EpisodeView) -> list[str]:
+        call = view.call
+        if call is None or tx.is_speech(call.name):
+            return []
+        return [describe_call(call.name, call.arguments, call.description)]
+
+    def check(self, view: EpisodeView) -> list[Finding]:
+        texts = self.texts(view)
+        call = view.call
+        if not texts or call is None:
+            return []
+        p = float(self.probabilities(texts, view)[0])
+        if p < self.threshold or not nobody_asked(view, call):
+            return []
+        judged = view.judge(call)
+        risk = tx.risk_type_of(judged.unasked or judged.classes)
+        return [
+            Finding(
+                risk if risk != "none" else RiskType.UNSAFE_BEHAVIOUR,
+                p,
+                Severity.HIGH,
+                f"{call.name} has high harm potential (p={p:.2f}) and nobody asked for it",
+                (call_evidence(call),),
+            )
+        ]
+
+
+@register()
+class OutcomeHarm(DeepHead):
+    """What came back reports a harmful effect of a call nobody legitimately asked for."""
+
+    name = "deep.outcome_harm"
+    scope = "episode"
+    risk_types = (RiskType.UNSAFE_BEHAVIOUR,)
+    description = "learned reading of what a call's output says happened"
+    head_name = "outcome_harm"
+
+    def texts(self, view: EpisodeView) -> list[str]:
+        call = view.call
+        if call is None or not call.result or call.failed or not call.recognised.consequential:
+            return []
+        return [describe_outcome(call.text, call.result)]
+
+    def check(self, view: EpisodeView) -> list[Finding]:
+        texts = self.texts(view)
+        call = view.call
+        if not texts or call is None:
+            return []
+        p = float(self.probabilities(texts, view)[0])
+        if p < self.threshold or not nobody_asked(view, call):
+            return []
+        return [
+            Finding(
+                RiskType.UNSAFE_BEHAVIOUR,
+                p,
+                Severity.HIGH,
+                f"the output of {call.name} reports a harmful effect (p={p:.2f}) nobody asked for",
+                (call_evidence(call), Evidence(text=call.result[:500], field="tool_result")),
+            )
+        ]
+
+
+@register()
+class RequestHarm(DeepHead):
+    """The principal's request reads as a request for harm, and the agent goes along."""
+
+    name = "deep.request_harm"
+    scope = "episode"
+    risk_types = (RiskType.HARMFUL_CONTENT,)
+    description = "learned reading of whether the request asks for harm, and the agent complied"
+    head_name = "request_harm"
+
+    def texts(self, view: EpisodeView) -> list[str]:
+        return [view.task[:2000]] if view.task.strip() else []
+
+    def check(self, view: EpisodeView) -> list[Finding]:
+        texts = self.texts(view)
+        if not texts:
+            return []
+        p = float(self.probabilities(texts, view)[0])
+        if p < self.threshold or not complies(view):
+            return []
+        return [
+            Finding(
+                RiskType.HARMFUL_CONTENT,
+                p,
+                Severity.HIGH,
+                f"the agent went along with a request for harm (p={p:.2f})",
+                (Evidence(text=view.task[:500], field="user_turn"),),
+            )
+        ]
