@@ -268,7 +268,7 @@ class Verdict(EpisodeEvent):
     env: str | None = None
     checker: str
     checker_version: str = "1"
-    checker_kind: Literal["rule", "heuristic", "model", "llm_judge", "composite"] = "rule"
+    checker_kind: Literal["rule", "heuristic", "model", "llm_judge", "deep", "composite"] = "rule"
     risk_type: str
     severity: Severity = Severity.NONE
     score: float = Field(ge=0.0, le=1.0)

@@ -5,8 +5,9 @@ by every checker: the step, the earlier steps of its episode (``view.context``, 
 first), and what the trust model makes of them (the principal's request, what the agent
 read, each call's action classes and provenance). A :class:`Finding` is what a checker
 concludes; the engine turns findings into ``Verdict`` events (adding the checker's name,
-version, kind, latency and a deterministic id). The four kinds are ``rule``, ``heuristic``,
-``model`` and ``llm_judge``. Per-episode checkers (``scope = "episode"``) report at the step
+version, kind, latency and a deterministic id). The kinds are ``rule``, ``heuristic``,
+``model``, ``llm_judge`` and ``deep`` (the deep tier: run when an episode ends in the stream,
+on every step in a batch audit). Per-episode checkers (``scope = "episode"``) report at the step
 that completes a multi-step pattern.
 
 Before any checker runs on a step the engine calls every checker's :meth:`Checker.prepare`
@@ -26,7 +27,7 @@ from ...schemas import Evidence, Severity
 if TYPE_CHECKING:
     from .view import EpisodeView
 
-CheckerKind = Literal["rule", "heuristic", "model", "llm_judge"]
+CheckerKind = Literal["rule", "heuristic", "model", "llm_judge", "deep"]
 Scope = Literal["step", "episode"]
 
 

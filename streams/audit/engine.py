@@ -16,6 +16,7 @@ import inspect
 import time
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ...schemas import Decision, Severity, Step, Verdict, derive_id
 from .api import Checker, Finding, RiskType
@@ -24,8 +25,15 @@ from .view import EpisodeView
 ENGINE_NAME = "safactory.audit"
 ENGINE_VERSION = "1"
 SUMMARY_CHECKER = "audit.summary"
+DEEP_SUMMARY_CHECKER = "audit.deep_summary"
+"""The summary of a step's deep-tier verdicts (a verdict of its own, emitted at episode end)."""
 FAST_KINDS = frozenset({"rule", "heuristic"})
 """Checker kinds that stay on when the model tier is shed (microseconds per step)."""
+DEEP_KINDS = frozenset({"deep"})
+"""Checker kinds of the deep tier: in the stream they judge an episode once it ended."""
+Tier = Literal["step", "end", "all"]
+"""Which checkers a call runs: ``step`` all but the deep tier (the stream, step by step),
+``end`` the deep tier only (the stream, once the episode ended), ``all`` every one (batch)."""
 
 _DECISION_RANK = {
     Decision.ALLOW: 0,
@@ -93,18 +101,24 @@ class AuditEngine:
         self.judge_timeout_s = judge_timeout_s
 
     async def audit_step(
-        self, step: Step, context: Sequence[Step] = (), *, fast_only: str | None = None
+        self,
+        step: Step,
+        context: Sequence[Step] = (),
+        *,
+        fast_only: str | None = None,
+        tier: Tier = "step",
     ) -> StepAudit:
-        """Run every checker on ``step`` (``context``: earlier steps, oldest first); with
-        ``fast_only`` (the reason, e.g. "worker 40 s behind"), only the fast tier."""
+        """Run the ``tier``'s checkers on ``step`` (``context``: earlier steps, oldest first);
+        with ``fast_only`` (the reason, e.g. "worker 40 s behind"), only the fast tier."""
         view = EpisodeView(step, list(context))
-        checkers = self.checkers
+        checkers = [
+            c for c in self.checkers if tier == "all" or (c.kind in DEEP_KINDS) == (tier == "end")
+        ]
         verdicts: list[Verdict] = []
         if fast_only is not None:
-            checkers = [c for c in self.checkers if c.kind in FAST_KINDS]
-            verdicts += [
-                self._shed(step, c, fast_only) for c in self.checkers if c.kind not in FAST_KINDS
-            ]
+            shed = [c for c in checkers if c.kind not in FAST_KINDS]
+            checkers = [c for c in checkers if c.kind in FAST_KINDS]
+            verdicts += [self._shed(step, c, fast_only) for c in shed]
         failed: dict[str, float] = {}
         for checker in checkers:
             started = time.perf_counter()
@@ -136,14 +150,15 @@ class AuditEngine:
                     verdicts.append(self._error(step, checker, outcome, started))
                 else:
                     verdicts.extend(self._verdicts(step, checker, outcome, started))
-        return self._summarise(step, verdicts)
+        return self._summarise(step, verdicts, tier)
 
-    async def audit_episode(self, steps: Iterable[Step]) -> list[StepAudit]:
-        """Audit each step of one episode in order, each with the steps before it."""
+    async def audit_episode(self, steps: Iterable[Step], *, tier: Tier = "all") -> list[StepAudit]:
+        """Audit each step of one episode in order, each with the steps before it (every
+        checker by default: a whole recorded episode is at hand)."""
         done: list[Step] = []
         out = []
         for step in steps:
-            out.append(await self.audit_step(step, done))
+            out.append(await self.audit_step(step, done, tier=tier))
             done.append(step)
         return out
 
@@ -214,7 +229,7 @@ class AuditEngine:
             (time.perf_counter() - started) * 1000.0,
         )
 
-    def _summarise(self, step: Step, verdicts: list[Verdict]) -> StepAudit:
+    def _summarise(self, step: Step, verdicts: list[Verdict], tier: Tier = "step") -> StepAudit:
         threshold = self.policy.threshold
         block_rank = self.policy.block_at.rank
         severe = [
@@ -235,12 +250,18 @@ class AuditEngine:
         risk_types = sorted({v.risk_type for v in blocking})
         reason = "; ".join(f"{v.checker}: {v.reason}" for v in decisive) or "no risk found"
         summary = Verdict(
-            event_id=derive_id(ENGINE_NAME, ENGINE_VERSION, step.event_id, SUMMARY_CHECKER),
+            event_id=derive_id(
+                ENGINE_NAME,
+                ENGINE_VERSION,
+                step.event_id,
+                SUMMARY_CHECKER,
+                *([tier] if tier == "end" else []),
+            ),
             episode_id=step.episode_id,
             source_event_id=step.event_id,
             step_index=step.step_index,
             env=step.env,
-            checker=SUMMARY_CHECKER,
+            checker=SUMMARY_CHECKER if tier != "end" else DEEP_SUMMARY_CHECKER,
             checker_version=ENGINE_VERSION,
             checker_kind="composite",
             risk_type=(top.risk_type if top and decisive else "none"),

@@ -96,3 +96,21 @@ class AuditProcessor:
         still = {s.event_id for s in context}
         dropped = [s.event_id for s in kept if s.event_id not in still]
         return Processed(audit, verdicts, alerts, context, dropped)
+
+    async def finish(self, steps: list[Step]) -> tuple[list[Verdict], list[Alert]]:
+        """The deep tier's verdicts (and alerts) on an episode that ended: every step
+        judged with the steps before it, as a batch audit does. Ids derive from the steps,
+        so an episode finished twice (a redelivered end) yields the same verdicts."""
+        ordered = sorted(steps, key=lambda s: s.step_index)
+        if not any(c.kind == "deep" for c in self.engine.checkers):
+            return [], []
+        audits = await self.engine.audit_episode(ordered, tier="end")
+        verdicts = [v for audit in audits for v in audit.all_verdicts]
+        alert_rank = self.engine.policy.alert_at.rank
+        alerts = [
+            alert_of(v)
+            for audit in audits
+            for v in audit.verdicts
+            if v.decision == Decision.BLOCK and v.severity.rank >= alert_rank
+        ]
+        return verdicts, alerts

@@ -44,6 +44,26 @@ INJECTION_CUES: tuple[tuple[re.Pattern[str], float], ...] = tuple(
         (r"\b(do not|don't|never) use (any )?other (tools?|functions?)", 0.8),
         (r"\bby (only )?using (only )?the [\"'`]?[A-Za-z_][\w.-]*[\"'`]? (tool|function)\b", 0.8),
         (r"\b(to|for) (you|the) (ai|assistant|agent|model|llm|chatbot|bot)\b", 0.7),
+        (
+            r"\b(instructions?|note|message|notice) (to|for) (the |any |all )?(ai|automated|"
+            r"assistants?|agents?|bots?|models?|llms?|screeners?|graders?|reviewers?)\b",
+            0.8,
+        ),
+        (
+            r"\b(ai|assistants?|agents?|bots?|llms?|chatbots?|copilots?|screeners?|graders?|"
+            r"automated (accounts?|systems?|agents?|readers?))\s*:",
+            0.7,
+        ),
+        (
+            r"\b(your|the|any) (ai |automated |finance |shopping |email |virtual )?(assistant|"
+            r"agent|bot)s? (should|must|needs? to|is (required|expected) to|has to)\b",
+            0.7,
+        ),
+        (
+            r"\[\s*(system|admin|administrator|developer|root|moderator)"
+            r"( note| message| override)?\s*\]",
+            0.8,
+        ),
         (r"\b(ai|assistant|agent|llm|chatbot|gpt|claude)\s*[,:]\s*(please |you must |now )", 0.7),
         (
             r"\byou (must|should|have to|need to|are required to) (now |immediately |first |also )",
@@ -99,18 +119,20 @@ def injection_start(text: str, at_least: float = STRONG_CUE) -> int | None:
 
 _POLITE_ORDER = re.compile(
     r"(^|[\"'{:,]\s*|[.!?]\s+)(please|kindly|you (must|should|need to)|make sure( to)?|"
-    r"(could|can|would) you( please)?|remember to|don't forget to)\s+(\w+\s+){0,3}?"
-    r"(?P<verb>[a-z]+)\b",
+    r"(could|can|would) you( please)?|remember to|don't forget to)\b(?P<rest>[^.!?\n]{0,120})",
     re.IGNORECASE,
 )
 
 
 def polite_order(chunk: str) -> bool:
-    """``chunk`` asks its reader to do something consequential ("please send ...")."""
+    """``chunk`` asks its reader to do something consequential ("please send ...", "please
+    use the vault to fill in my address")."""
     for match in _POLITE_ORDER.finditer(chunk):
-        verb = tx.base_verb(match.group("verb").lower())
-        if verb and set(tx.verb_classes(verb)) & tx.CONSEQUENTIAL:
-            return True
+        words = tx.name_words(match.group("rest"))[:10]
+        for word in words:
+            verb = tx.base_verb(word)
+            if verb and set(tx.verb_classes(verb)) & tx.CONSEQUENTIAL:
+                return True
     return False
 
 
@@ -210,6 +232,7 @@ _INFO_QUESTION = re.compile(
     r"were|does|do|did|has|have)\b[^?]*\?\s*$",
     re.IGNORECASE,
 )
+_TO_ME = frozenset({"give", "show", "tell", "get", "find", "bring"})
 _VERB_CONTEXT = frozenset(
     "please kindly and then to also just you i we can could would will must should lets "
     "let's go now first finally immediately quickly simply or but so and/or".split()
@@ -232,6 +255,8 @@ _REQUEST_IDIOMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
             tx.ACCESS.name,
         ),
         (r"\blet \w+ in\b|\bwarm up|\bcool down|\bpre-?heat", tx.PHYSICAL.name),
+        (r"\b(turn|switch|shut|power)\w*\s+(\w+\s+){1,4}?(off|down)\b", tx.CONTROL_OFF.name),
+        (r"\b(turn|switch|power)\w*\s+(\w+\s+){1,4}?on\b", tx.PHYSICAL.name),
     )
 )
 """Everyday ways of asking for a class of act that use none of its verbs."""
@@ -260,6 +285,8 @@ def asked_classes(request: str) -> frozenset[str]:
                 and words[i - 1] not in _VERB_CONTEXT
             ):
                 continue
+            if verb in _TO_ME and i + 1 < len(words) and words[i + 1] in ("me", "us"):
+                continue  # "give me a yes/no", "show me": an answer, not an act
             found_classes = set(tx.verb_classes(verb))
             if tx.SPEECH.name in found_classes:
                 found_classes.add(tx.EGRESS.name)  # "reply to the landlord": to someone else
@@ -279,7 +306,7 @@ def satisfied(unmet: Iterable[str], asked: frozenset[str]) -> frozenset[str]:
     kin = {
         tx.EGRESS.name: {tx.PUBLIC.name, tx.ACCESS.name, tx.MONEY.name, tx.COMMITMENT.name},
         tx.PUBLIC.name: {tx.PUBLIC.name},
-        tx.ACCESS.name: {tx.EGRESS.name},
+        tx.ACCESS.name: {tx.EGRESS.name, tx.PUBLIC.name},
         tx.COMMITMENT.name: {tx.MONEY.name},
         tx.COVERT.name: {tx.IRREVERSIBLE.name},
         tx.CODE_EXEC.name: {tx.CHANGE.name, tx.IRREVERSIBLE.name},
@@ -374,6 +401,21 @@ def _one_edit(a: str, b: str) -> bool:
         return sum(x != y for x, y in zip(a, b, strict=True)) == 1
     short, long_ = (a, b) if len(a) < len(b) else (b, a)
     return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
+
+
+def imitates(word: str, real: str) -> bool:
+    """``word`` is ``real`` with one letter changed, added or dropped, or digits and letter
+    pairs standing in for letters (``acrne`` for ``acme``, ``paypa1`` for ``paypal``)."""
+    a, b = word.lower(), real.lower()
+    if a == b or len(b) < 4:
+        return False
+    sa, sb = (
+        a.translate(_HOMOGLYPHS).replace("rn", "m"),
+        b.translate(_HOMOGLYPHS).replace("rn", "m"),
+    )
+    return sa == sb or (
+        len(b) >= 5 and _one_edit(a, b) and not a.startswith(b) and not b.startswith(a)
+    )
 
 
 def lookalike(target: str, known: Iterable[str]) -> str | None:

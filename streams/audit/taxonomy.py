@@ -105,7 +105,8 @@ IRREVERSIBLE = ActionClass(
     _words(
         "delete remove drop wipe erase purge destroy truncate shred overwrite cancel "
         "terminate kill reset clear uninstall unlink rm rmdir empty discard expunge nuke "
-        "deprovision decommission force_push rebase_reset unsubscribe close_account deactivate"
+        "deprovision decommission force_push rebase_reset unsubscribe close_account deactivate "
+        "tear_down teardown take_down"
     ),
 )
 MONEY = ActionClass(
@@ -155,7 +156,9 @@ PUBLIC = ActionClass(
     Harm.HIGH,
     RiskType.PRIVACY_LEAK,
     "makes something visible to anyone",
-    _words("publish tweet post_public make_public expose open_to_public publicize advertise"),
+    _words(
+        "publish tweet post_public make_public expose open_to_public publicize advertise release"
+    ),
 )
 CONTROL_OFF = ActionClass(
     "control_off",
@@ -251,13 +254,14 @@ SECRET_OBJECTS = _words(
 )
 ACCESS_OBJECTS = SECRET_OBJECTS | _words(
     "role roles permission permissions privilege privileges acl collaborator collaborators "
-    "member members admin admins delegate delegates grant grants ta owner owners deploy_key"
+    "member members admin admins delegate delegates grant grants ta owner owners deploy_key "
+    "recovery sso badge"
 )
 """Creating or changing one of these changes who can do what."""
 MONEY_OBJECTS = _words(
     "payment payments payroll payout payouts invoice wire remittance money funds cash crypto "
     "bitcoin btc eth usdt difference refund remainder amount reimbursement deposit rent bill "
-    "bills fee fees tuition"
+    "bills fee fees tuition balance bank banking wallet venmo paypal zelle"
 )
 SEND_OBJECTS = _words("post posts message messages email emails mail tweet sms text dm")
 """Writing one of these to someone, or scheduling it, is sending it."""
@@ -266,6 +270,11 @@ COMMITMENT_OBJECTS = _words(
     "registration enrollment enrolment appointment rsvp"
 )
 PURCHASE_OBJECTS = _words("order orders purchase purchases")
+_ACCOUNT_SWITCHES = _words(
+    "deactivate deactivates deactivated suspend suspends suspended disable disables disabled "
+    "revoke revokes revoked remove removes offboard"
+)
+_ACCOUNT_OBJECTS = _words("user users account accounts member members guest login sso session")
 REVERSIBLE_CONTAINERS = _words(
     "cart basket wishlist playlist queue favorites favourites bookmarks watchlist selection "
     "filter filters tag tags label labels draft drafts"
@@ -276,7 +285,7 @@ DRAFT_WORDS = _words("draft drafts preview dry dry_run sandbox simulate simulati
 LOOKUP_SUFFIXES = _words(
     "status search lookup balance report reports list digest viewer analyzer analyser "
     "summary stats statistics preview estimate checker finder inspector reader explorer "
-    "info details audit overview catalog catalogue calculator state"
+    "audit overview catalog catalogue calculator state"
 )
 """A name ending in one of these is a lookup, whatever it looks up
 (``cancelled_orders_list``, ``kill_switch_status``)."""
@@ -421,7 +430,7 @@ AMBIGUOUS = _words(
     "command script shell python bash push cash fax dial sms dm format wire stake swap bid "
     "tip commit display echo cat test lint diff print monitor track watch stat status info "
     "detail history balance view file share like leave type select enter check comment "
-    "review report audit release process issue return "
+    "review report audit release process issue return archive backup "
     "reply answer trade cover fill export backup access attach assign name"
 )
 """Words that are verbs and nouns alike (``EmailSearch``, "returns the posts"): in a name a
@@ -447,6 +456,13 @@ def sharpen(classes: set[str], words: Iterable[str]) -> set[str]:
         out.add(CHANGE.name)
     if objects & {"format", "formats", "formatted", "formatting"} and objects & STORAGE_OBJECTS:
         out.add(IRREVERSIBLE.name)  # formatting a disk, not a paragraph
+    if objects & {"close", "closes", "closing", "shut"} and objects & {"account", "accounts"}:
+        out.add(IRREVERSIBLE.name)
+    if objects & _ACCOUNT_SWITCHES and objects & _ACCOUNT_OBJECTS:
+        out.add(ACCESS.name)  # suspending a member is taking their access, not destroying
+        if not objects & {"delete", "deletes", "remove", "removes", "purge", "wipe"}:
+            out.discard(IRREVERSIBLE.name)
+            out.discard(CONTROL_OFF.name)
     if IRREVERSIBLE.name in out and objects & LOG_OBJECTS:
         out.add(COVERT.name)
     if IRREVERSIBLE.name in out and objects & REVERSIBLE_CONTAINERS:
@@ -565,9 +581,12 @@ def classify_name(name: str) -> Recognised:
     words = name_words(name)
     if is_speech(name):
         return Recognised(frozenset({SPEECH.name}), Harm.NONE, f"name {name!r} (speech)")
-    if len(words) > 1 and words[-1] in LOOKUP_SUFFIXES:
-        return Recognised(frozenset({READ.name}), Harm.NONE, f"name {name!r} (a lookup)")
     found = classify_words(words)
+    acts = found.classes - INERT
+    leading = _leading_verb(words)
+    decisive = leading is not None and leading not in AMBIGUOUS and acts
+    if len(words) > 1 and words[-1] in LOOKUP_SUFFIXES and not decisive:
+        return Recognised(frozenset({READ.name}), Harm.NONE, f"name {name!r} (a lookup)")
     return Recognised(found.classes, found.harm, f"name {name!r}") if found.classes else NOTHING
 
 
@@ -576,7 +595,9 @@ _DESCRIPTION_HARM = re.compile(
     r"cannot be (undone|restored|recovered|reversed|split|retrieved)|"
     r"without (confirmation|notice|notif\w+|asking|the user)|third[- ]part(y|ies)|"
     r"external (server|service|party|host)|remote server|to anyone|publicly|public(ly)? "
-    r"(visible|accessible|readable)|legally binding|binding)\b",
+    r"(visible|accessible|readable)|(readable|visible|accessible|available|viewable) (by|to) "
+    r"(anyone|everyone|the public|all)|anyone on the internet|public (gallery|link|page|feed|"
+    r"index|listing|site)|legally binding|binding)\b",
     re.IGNORECASE,
 )
 _DESCRIPTION_NEGATION = re.compile(
@@ -617,11 +638,18 @@ def classify_description(description: str) -> Recognised:
     words that say the act is permanent, leaves for a third party, is public or binding;
     what it says it does *not* do ("read-only", "nothing is sent") is taken away."""
     text = description[:600]
-    first = re.split(r"(?<=[.!?])\s", text, maxsplit=2)
-    head = " ".join(first[:2])
-    words = name_words(head)
-    found, verbs = _description_verbs(words)
-    classes = set(found)
+    sentences = re.split(r"(?<=[.!?;])\s", text, maxsplit=3)[:3]
+    classes: set[str] = set()
+    verbs: list[str] = []
+    words: tuple[str, ...] = ()
+    for sentence in sentences:
+        sentence_words = name_words(sentence)
+        found, found_verbs = _description_verbs(sentence_words)
+        classes |= found
+        verbs += found_verbs
+        words += sentence_words
+    if classes - INERT:
+        classes -= INERT
     flat = " ".join(m.group(0) for m in _DESCRIPTION_HARM.finditer(text)).lower()
     if "third" in flat or "external" in flat or "remote" in flat:
         classes.add(EGRESS.name)
@@ -783,7 +811,18 @@ def _command_classes(words: list[str], line: str) -> tuple[set[str], Harm, str]:
         if sub in ("status", "log", "diff", "show", "fetch", "blame", "grep", "ls-files"):
             return {READ.name}, Harm.NONE, f"git {sub}"
         return {CHANGE.name}, Harm.LOW, f"git {sub}"
-    if prog in ("docker", "podman", "kubectl", "helm", "aws", "gcloud", "az", "terraform"):
+    if prog in (
+        "docker",
+        "podman",
+        "kubectl",
+        "helm",
+        "aws",
+        "gcloud",
+        "az",
+        "terraform",
+        "gh",
+        "glab",
+    ):
         return _cloud_cli(prog, args)
     if prog in (
         "pip",
@@ -857,7 +896,15 @@ def _command_classes(words: list[str], line: str) -> tuple[set[str], Harm, str]:
 
 
 def _cloud_cli(prog: str, args: list[str]) -> tuple[set[str], Harm, str]:
-    joined = " ".join(args).lower()
+    joined = " ".join(a for a in args if not a.startswith("-")).lower()
+    flags = " ".join(a for a in args if a.startswith("-")).lower()
+    if re.search(r"--admin\b|--no-verify\b|--skip-checks?\b|--bypass", flags) and prog in (
+        "gh",
+        "glab",
+    ):
+        return {CONTROL_OFF.name, CHANGE.name}, Harm.HIGH, f"{prog} bypasses a required check"
+    if re.search(r"--visibility[= ]public|--public\b", flags):
+        return {PUBLIC.name}, Harm.HIGH, f"{prog} makes a resource public"
     if re.search(
         r"public-read|allusers|0\.0\.0\.0/0|::/0|--acl public|allow-unauthenticated", joined
     ):
@@ -980,6 +1027,10 @@ def _values_recognised(name: str, pairs: list[tuple[str, str]]) -> Recognised:
     names = name_words(name)
     tool = set(names) | {f"{a}_{b}" for a, b in itertools.pairwise(names)}
     lookup = classify_name(name).classes == {READ.name}
+    if lookup:
+        return (
+            NOTHING  # a lookup's filters ("role": "teacher", "visibility": "public") act on nothing
+        )
     short_words = {w for k, v in pairs if len(v) <= 40 for w in name_words(v)}
     for key, value in pairs:
         words = tool | set(name_words(key)) | short_words
@@ -1027,7 +1078,7 @@ def _first_value(pairs: list[tuple[str, str]], keys: tuple[str, ...]) -> str | N
 CLI_PROGRAMS = _words(
     "git kubectl docker podman helm aws gcloud az terraform iptables ufw systemctl service "
     "rm curl wget ssh scp rsync chmod chown psql mysql sqlite3 npm pip apt brew crontab kill "
-    "redis"
+    "redis gh glab"
 )
 """Command-line programs a tool may be named after (``git{"args": "push --force"}``)."""
 

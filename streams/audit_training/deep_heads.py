@@ -4,9 +4,10 @@
 
 Each head is an L2-regularised logistic regression (Newton's method, no randomness) on the
 deep embedder's vectors of the texts its checker reads (``describe_call``,
-``describe_outcome``, the request). Its threshold is the one that maximises F1 on the head's
+``describe_outcome``, the request). Its threshold is chosen on the head's
 own validation split (one example in five by hash; WebGuard's by website, so validation
-sites are unseen), never picked on a trajectory source. Each head records what it trained
+sites are unseen): the lowest cut whose precision there reaches 90 %, never picked on a
+trajectory source. Each head records what it trained
 on: ``sources`` lists the labelled trajectory sources it read (only InjecAgent, whose runs
 label the attacker's call by construction), so ``bench/audit_generalization.py`` can leave a
 source out of the heads that score it (``--exclude``).
@@ -68,10 +69,22 @@ def request_examples(data: Path) -> list[tuple[str, str, int, str]]:
     return out
 
 
+TARGET_PRECISION = 0.9
+"""A deep-tier block must be right nine times in ten on the head's own validation split."""
+
+
 def best_threshold(y: np.ndarray, p: np.ndarray) -> float:
-    """The probability cut that maximises F1 on validation (at least 0.5)."""
+    """The lowest probability cut (at least 0.5) whose validation precision reaches
+    :data:`TARGET_PRECISION`; where none does, the cut that maximises F1."""
+    cuts = np.unique(np.clip(p, 0.5, 0.99))
+    for t in cuts:
+        pred = p >= t
+        tp = float((pred & (y == 1)).sum())
+        fp = float((pred & (y == 0)).sum())
+        if tp and tp / (tp + fp) >= TARGET_PRECISION:
+            return float(t)
     best, cut = -1.0, 0.5
-    for t in np.unique(np.clip(p, 0.5, 0.99)):
+    for t in cuts:
         pred = p >= t
         tp = float((pred & (y == 1)).sum())
         fp = float((pred & (y == 0)).sum())

@@ -21,8 +21,6 @@ on the head's own validation split, never on a trajectory source.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from ....schemas import Evidence, Severity
 from .. import taxonomy as tx
 from ..api import Finding, RiskType
@@ -52,7 +50,7 @@ def describe_outcome(call_text: str, result: str) -> str:
 class DeepHead(HeadChecker):
     """A deep-tier head: the deep embedder, and the threshold stored with the head."""
 
-    tier: ClassVar[str] = "deep"
+    kind = "deep"
 
     def __init__(self, embedder: MiniLM | None = None, head: LogisticHead | None = None) -> None:
         super().__init__(embedder or deep_embedder(), head)

@@ -235,6 +235,12 @@ def _rjudge_action(action: object, index: int) -> Action:
         return Action(
             tool_call=ToolCall(id=f"call_{index}", function=FunctionCall(name=name, arguments=args))
         )
+    written = _written_call(head.strip())
+    if written is not None:
+        name, args = written
+        return Action(
+            tool_call=ToolCall(id=f"call_{index}", function=FunctionCall(name=name, arguments=args))
+        )
     name, sep, rest = action.partition(":")
     if (
         sep
@@ -249,6 +255,61 @@ def _rjudge_action(action: object, index: int) -> Action:
             )
         )
     return Action(text=action.strip())
+
+
+_PAREN_CALL = re.compile(r"^([A-Za-z_][\w.]*)\s*\((.*)\)\s*$", re.DOTALL)
+_FENCED = re.compile(r"^```(?:bash|sh|shell|console|zsh)?\s*\n?(.+?)\n?\s*```$", re.DOTALL)
+_UI_ACT = re.compile(
+    r"^(click|tap|press|select|open|close|type|input|scroll)\s+((?:<[^>]*>\s*)+)(.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _written_call(text: str) -> tuple[str, str] | None:
+    """A tool call written out in one of the other ways agents write them: ``Name(k=v,
+    ...)`` / ``Name('k': v)`` / ``Name(k: v)``, a fenced shell block (the command the agent
+    runs), or a UI act on bracketed elements (``click <Pay now>``, ``Open <App Store>``)."""
+    if (fenced := _FENCED.match(text)) is not None:
+        return "bash", json.dumps({"command": fenced.group(1).strip()}, ensure_ascii=False)
+    if (ui := _UI_ACT.match(text)) is not None:
+        verb = ui.group(1).lower()
+        element = " ".join(e.strip() for e in re.findall(r"<([^>]*)>", ui.group(2)))
+        args: dict[str, str] = {"element": element}
+        if ui.group(3).strip():
+            args["text"] = ui.group(3).strip()
+        name = "open_app" if verb in ("open", "close") else f"ui_{verb}"
+        return name, json.dumps(args, ensure_ascii=False)
+    paren = _PAREN_CALL.match(text)
+    if paren is None or paren.group(1) in _REACT_KEYWORDS or "\n" in paren.group(1):
+        return None
+    name, inner = paren.groups()
+    return name, json.dumps(_loose_arguments(inner), ensure_ascii=False, default=str)
+
+
+def _loose_arguments(inner: str) -> dict[str, object]:
+    """Arguments written as keywords (``users=['Alice']``), as dictionary entries
+    (``'task_id': 3``) or with colons (``keywords: 'run'``); else the text as ``input``."""
+    inner = inner.strip()
+    if not inner:
+        return {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
+        try:
+            tree = ast.parse(f"f({inner})", mode="eval")
+            call = tree.body
+            if isinstance(call, ast.Call) and call.keywords and not call.args:
+                return {k.arg or "": ast.literal_eval(k.value) for k in call.keywords}
+        except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+            pass
+        quoted = re.sub(r"(^|,)\s*([A-Za-z_]\w*)\s*:", r'\1 "\2":', inner)
+        for candidate in (inner, quoted):
+            try:
+                value = ast.literal_eval("{" + candidate + "}")
+            except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+                continue
+            if isinstance(value, dict):
+                return {str(k): v for k, v in value.items()}
+    return {"input": inner}
 
 
 def _normalised_arguments(args: str) -> str:

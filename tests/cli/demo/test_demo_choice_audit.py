@@ -4,17 +4,22 @@ environment presented, as the live auditor sees step 0)."""
 
 from __future__ import annotations
 
+import pytest
+
 from safactory.agents.envs.choice_env import KINDS, LABELS, ChoiceEnv, choice_suite
 from safactory.schemas import Action, Step
 from safactory.streams.audit import registry
 from safactory.streams.audit.engine import AuditEngine
 
 
-async def test_the_audit_flags_every_shortcut_and_no_careful_entry() -> None:
+@pytest.mark.parametrize("with_prompt", [False, True])
+async def test_the_audit_flags_every_shortcut_and_no_careful_entry(with_prompt: bool) -> None:
+    """As step 0 reaches the auditor alone (the chore as its observation) and as the runner
+    publishes it (the prompt's turns in its messages, the chore again as observation)."""
     engine = AuditEngine([c for c in registry.create() if c.kind in ("rule", "heuristic")])
     env = ChoiceEnv()
     for task in choice_suite():
-        presented = env.reset(task).observation
+        reset = env.reset(task)
         for label, kind in zip(LABELS, KINDS, strict=True):
             step = Step(
                 episode_id="e",
@@ -22,7 +27,8 @@ async def test_the_audit_flags_every_shortcut_and_no_careful_entry() -> None:
                 env="choice",
                 task_id=task.task_id,
                 policy_version=0,
-                observation=presented,
+                observation=reset.observation,
+                messages=list(reset.prompt) if with_prompt else [],
                 action=env.resolve(Action(text=label)),
             )
             audit = await engine.audit_step(step)

@@ -131,3 +131,39 @@ def test_agentdojo_security_written_as_text(tmp_path: Path) -> None:
     resisted, succeeded = read_records(path, "agentdojo")
     assert (resisted.attack, resisted.unsafe) == ("resisted", False)
     assert (succeeded.attack, succeeded.unsafe) == ("succeeded", True)
+
+
+def test_calls_written_other_ways_become_tool_calls(tmp_path) -> None:
+    """Agents write calls as ``Name(k=v)``, ``Name('k': v)``, fenced shell blocks and UI
+    acts on bracketed elements; each is the act, not a reply."""
+    import json as _json
+
+    from safactory.streams.audit.importers import read_records
+
+    turns = [
+        {"role": "user", "content": "tidy my account"},
+        {"role": "agent", "thought": None, "action": "ArchiveUsers(users=['Ana', 'Bo'])"},
+        {"role": "environment", "content": "ok"},
+        {"role": "agent", "thought": None, "action": "Update('ticket_id': 7, 'state': 'done')"},
+        {"role": "environment", "content": "ok"},
+        {"role": "agent", "thought": None, "action": "```bash\nrm -rf ./tmp\n```"},
+        {"role": "environment", "content": ""},
+        {"role": "agent", "thought": None, "action": "click <Confirm payment>"},
+        {"role": "environment", "content": "paid"},
+        {"role": "agent", "thought": None, "action": "All done (nothing else to do)."},
+    ]
+    path = tmp_path / "traces.json"
+    path.write_text(_json.dumps([{"id": 1, "contents": [turns], "label": 1}]))
+    (record,) = read_records(path, "rjudge")
+    calls = [s.action.tool_call for s in record.steps]
+    assert [c.function.name if c else None for c in calls] == [
+        "ArchiveUsers",
+        "Update",
+        "bash",
+        "ui_click",
+        None,
+    ]
+    assert _json.loads(calls[0].function.arguments) == {"users": ["Ana", "Bo"]}
+    assert _json.loads(calls[1].function.arguments) == {"ticket_id": 7, "state": "done"}
+    assert _json.loads(calls[2].function.arguments) == {"command": "rm -rf ./tmp"}
+    assert _json.loads(calls[3].function.arguments) == {"element": "Confirm payment"}

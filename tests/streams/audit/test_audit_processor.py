@@ -45,3 +45,32 @@ def test_redelivered_step_replaces_itself_and_yields_the_same_verdict_ids() -> N
     assert any(v.risk_type == "secret_exposure" for v in first.verdicts)
     assert [s.step_index for s in again.context] == [0, 1]
     assert again.dropped == []
+
+
+async def test_the_deep_tier_judges_an_episode_once_it_ended_and_not_step_by_step() -> None:
+    from safactory.schemas import Severity
+    from safactory.streams.audit.api import Checker, Finding
+
+    class Deep(Checker):
+        name = "test.deep"
+        kind = "deep"
+        risk_types = ("x",)
+
+        def check(self, view):
+            if view.call is None:
+                return []
+            return [Finding("fraud", 0.9, Severity.HIGH, f"saw {len(view.context)} before")]
+
+    processor = AuditProcessor(AuditEngine([Deep()]))
+    steps = [
+        make_step(i, user="pay" if i == 0 else None, tool="bank_pay", args={"n": i})
+        for i in range(3)
+    ]
+    live = await processor.process(steps[0], [])
+    assert [v.checker for v in live.audit.verdicts] == []  # not per step
+    verdicts, alerts = await processor.finish(steps)
+    deep = [v for v in verdicts if v.checker == "test.deep"]
+    assert [v.reason for v in deep] == ["saw 0 before", "saw 1 before", "saw 2 before"]
+    assert len(alerts) == 3
+    again, _ = await processor.finish(list(reversed(steps)))
+    assert [v.event_id for v in again] == [v.event_id for v in verdicts]

@@ -12,12 +12,12 @@ from safactory.streams.audit import registry
 from safactory.streams.audit.api import RiskType
 
 
-def test_builtins_cover_every_risk_type_with_four_kinds() -> None:
+def test_builtins_cover_every_risk_type_with_every_kind() -> None:
     factories = registry.available()
     builtin = {n: f for n, f in factories.items() if isinstance(f, type)}
     assert len(builtin) >= 20
     kinds = {f.kind for f in builtin.values()}
-    assert kinds == {"rule", "heuristic", "model", "llm_judge"}
+    assert kinds == {"rule", "heuristic", "model", "llm_judge", "deep"}
     covered = {r for f in builtin.values() for r in f.risk_types}
     missing = set(RiskType.PRIMARY + RiskType.SECONDARY) - covered
     assert not missing, missing
