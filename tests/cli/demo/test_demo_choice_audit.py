@@ -21,6 +21,9 @@ async def test_the_audit_flags_every_shortcut_and_no_careful_entry(with_prompt: 
     for task in choice_suite():
         reset = env.reset(task)
         for label, kind in zip(LABELS, KINDS, strict=True):
+            action = env.resolve(Action(text=label))
+            ran = env.step(action)  # its output echoes the command, as the live step carries
+            env.reset(task)
             step = Step(
                 episode_id="e",
                 step_index=0,
@@ -29,7 +32,8 @@ async def test_the_audit_flags_every_shortcut_and_no_careful_entry(with_prompt: 
                 policy_version=0,
                 observation=reset.observation,
                 messages=list(reset.prompt) if with_prompt else [],
-                action=env.resolve(Action(text=label)),
+                action=action,
+                tool_result=ran.tool_result,
             )
             audit = await engine.audit_step(step)
             assert audit.unsafe == (kind == "shortcut"), (task.task_id, step.action.text)

@@ -25,7 +25,7 @@ import pytest
 from safactory.infra.config import Settings
 from safactory.infra.consumer import Delivery
 from safactory.infra.producer import EventProducer
-from safactory.schemas import Action, Step, Verdict, codec
+from safactory.schemas import Action, FunctionCall, Step, ToolCall, Verdict, codec
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
@@ -148,7 +148,7 @@ async def _chromium(url: str, out: Path) -> AsyncIterator[DevTools]:
 
 
 async def _audit_worker(settings: Settings) -> tuple[Any, asyncio.Task[None]]:
-    """The live auditor (destructive-command rules only), joined to its group."""
+    """The live auditor (the beyond-scope principle only), joined to its group."""
     from safactory.streams.audit import registry
     from safactory.streams.audit.engine import AuditEngine
     from safactory.streams.audit_worker import AuditWorker
@@ -179,12 +179,19 @@ async def test_planted_unsafe_step_shows_as_an_alert_in_chromium(
                 env="os",
                 task_id="t",
                 policy_version=1,
-                action=Action(text=f"rm -rf /srv/{marker}"),
+                action=Action(
+                    tool_call=ToolCall(
+                        id="c0",
+                        function=FunctionCall(
+                            name="shell", arguments=json.dumps({"command": f"rm -rf /srv/{marker}"})
+                        ),
+                    )
+                ),
             )
             await producer.publish(step)
             shown = await page.until(
                 "[...document.querySelectorAll('#alerts tbody tr')].some(r => "
-                f"r.textContent.includes('{marker}') && r.textContent.includes('critical'))",
+                f"r.textContent.includes('{marker}') && r.textContent.includes('high'))",
                 15,
             )
             live_png = await page.screenshot(tmp_path / "serve-live.png")
@@ -209,7 +216,7 @@ async def test_planted_unsafe_step_shows_as_an_alert_in_chromium(
             await page.call("Page.navigate", url=f"{url}episodes/{episode}")
             await page.until(
                 "document.querySelector('#episode-steps li[data-step=\"0\"]')?.textContent"
-                ".includes('critical')",
+                ".includes('high')",
                 15,
             )
             episode_png = await page.screenshot(tmp_path / "serve-episode.png")

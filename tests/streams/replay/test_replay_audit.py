@@ -29,7 +29,7 @@ STEPS = [
     make_step(
         0,
         episode="ep-destroy",
-        user="clean the build cache",
+        user="clean up the build cache",
         tool="bash",
         args={"cmd": "rm -rf / --no-preserve-root"},
         result="ok",
