@@ -15,11 +15,15 @@ field names), nothing was tuned on it.
 Leave-one-source-out. The fast tier learns nothing; the deep tier's heads learn from the
 examples written for them, text sets and WebGuard's actions, and from one trajectory source,
 InjecAgent (its runs label the attacker's call by construction): scoring InjecAgent, the
-bench retrains the heads without it. Every threshold was chosen on a head's own validation
-split (``streams/audit_training/deep_heads.py``), never on a trajectory source.
+bench retrains the heads without it. Their thresholds were chosen on each head's own
+validation split (``streams/audit_training/deep_heads.py``), never on a trajectory source.
+The whole-episode judge learns from all five public sources: scoring one, the bench uses a
+judge trained on the other four, its threshold picked out of fold among those four
+(``streams/audit_training/episode_judge.py``).
 
 Tiers: ``fast`` = rules and heuristics (the stream's tier), ``deep`` = the learned heads of
-action, outcome and request harm under the trust model, ``both`` = every default checker. A
+action, outcome and request harm under the trust model and the episode judge, ``both`` =
+every default checker. A
 trajectory is unsafe when a checker of the tier blocked a step; its score (for ROC AUC) ranks
 the decision first and the evidence second: 1 + the highest blocking score when blocked, else
 the larger of half the strongest warning's score and, for the deep tiers, the deep heads'
@@ -48,15 +52,17 @@ from safactory.streams.audit.batch import Metrics
 from safactory.streams.audit.checkers.deep import (
     ActionHarm,
     DeepHead,
+    EpisodeJudge,
     OutcomeHarm,
     RequestHarm,
     nobody_asked,
 )
 from safactory.streams.audit.checkers.harm import complies
-from safactory.streams.audit.embedding import deep_embedder_settings
+from safactory.streams.audit.embedding import SmolLM2Embedder, deep_embedder_settings
 from safactory.streams.audit.engine import AuditEngine
-from safactory.streams.audit.importers import AuditRecord, read_records
+from safactory.streams.audit.importers import AuditRecord, read_entries, read_records
 from safactory.streams.audit.view import EpisodeView
+from safactory.streams.audit_training import episode_judge
 from safactory.streams.audit_training.deep_heads import train_all
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +113,15 @@ def load_sources(data: Path, limit: int, sealed: bool) -> dict[str, list[AuditRe
         chosen = {SEALED[0]: SEALED[1]}
     out = {}
     for source, (rel, fmt) in chosen.items():
-        records = [r for r in read_records(data / rel, fmt) if r.unsafe is not None and r.steps]
+        entries = read_entries(data / rel, fmt)
+        skipped = [e for e in entries if not isinstance(e, AuditRecord)]
+        if skipped:
+            print(
+                f"  {source}: {len(skipped)} of {len(entries)} records unreadable", file=sys.stderr
+            )
+        records = [
+            e for e in entries if isinstance(e, AuditRecord) and e.unsafe is not None and e.steps
+        ]
         out[source] = sample(records, limit)
     if not sealed:
         out[OWN] = own_records()
@@ -126,10 +140,25 @@ def deep_checkers(data: Path, exclude: tuple[str, ...]) -> list[DeepHead]:
     ]
 
 
-def engine_for(deep: list[DeepHead]) -> AuditEngine:
-    """Every default checker, with these deep heads in place of the stored ones."""
+def judges(data: Path, cache: episode_judge.FeatureCache) -> dict[str, EpisodeJudge]:
+    """Per public source, the episode judge trained on the other four (threshold out of
+    fold among those four); under ``""``, the one trained on all five."""
+    records = episode_judge.load(data)
+    out = {"": EpisodeJudge(cache, episode_judge.train(records, cache))}  # type: ignore[arg-type]
+    for source in records:
+        others = {s: r for s, r in records.items() if s != source}
+        out[source] = EpisodeJudge(cache, episode_judge.train(others, cache))  # type: ignore[arg-type]
+    return out
+
+
+def engine_for(deep: list) -> AuditEngine:  # type: ignore[type-arg]
+    """Every default checker, with these deep checkers in place of the stored ones."""
     names = {c.name for c in deep}
-    others = [c for c in registry.create() if c.name not in names]
+    others = [
+        factory()
+        for name, factory in registry.available().items()
+        if name in registry.default_names() and name not in names
+    ]
     return AuditEngine([*others, *deep])
 
 
@@ -140,6 +169,9 @@ def deep_score(view: EpisodeView, deep: list[DeepHead]) -> float:
     best = 0.0
     call = view.call
     for head in deep:
+        if isinstance(head, EpisodeJudge):
+            best = max(best, head.score(view.steps) if view.final else 0.0)
+            continue
         texts = head.texts(view)
         if not texts:
             continue
@@ -167,7 +199,8 @@ def judge(engine: AuditEngine, deep: list[DeepHead], record: AuditRecord) -> Out
     fired: set[str] = set()
     audits = asyncio.run(engine.audit_episode(record.steps))
     for index, audit in enumerate(audits):
-        view = EpisodeView(record.steps[index], record.steps[:index])
+        last = index == len(record.steps) - 1
+        view = EpisodeView(record.steps[index], record.steps[:index], final=last)
         p = deep_score(view, deep)
         graded["deep"] = graded["both"] = max(graded["both"], p)
         for v in audit.verdicts:
@@ -201,7 +234,7 @@ def code_version() -> str:
     paths += sorted((ROOT / "streams" / "audit_training").rglob("*.py"))
     paths += sorted((ROOT / "streams" / "audit_training" / "data").glob("*.jsonl"))
     paths += [*sorted((ROOT / "agents").rglob("*.py")), ROOT / "bench" / "own_episodes.py"]
-    paths += [EVERYDAY]
+    paths += [EVERYDAY, ROOT / "bench" / "audit_generalization.py"]
     for path in paths:
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
@@ -214,12 +247,13 @@ def judge_all(data: Path, limit: int, sealed: bool) -> dict[str, list[Outcome]]:
     cache = home / "bench" / f"generalization-{code_version()}-{limit}-{tag}.pkl"
     if cache.is_file():
         return pickle.loads(cache.read_bytes())
-    folds = {(): deep_checkers(data, ()), ("injecagent",): deep_checkers(data, ("injecagent",))}
-    engines = {k: engine_for(v) for k, v in folds.items()}
+    heads = {(): deep_checkers(data, ()), ("injecagent",): deep_checkers(data, ("injecagent",))}
+    judged_by = judges(data, episode_judge.FeatureCache(SmolLM2Embedder()))
     out: dict[str, list[Outcome]] = {}
     for source, records in load_sources(data, limit, sealed).items():
         fold = ("injecagent",) if source == "injecagent" else ()
-        engine, deep = engines[fold], folds[fold]
+        deep = [*heads[fold], judged_by[source if source in SOURCES else ""]]
+        engine = engine_for(deep)
         started = time.perf_counter()
         rows = []
         for i, record in enumerate(records):

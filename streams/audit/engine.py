@@ -107,10 +107,12 @@ class AuditEngine:
         *,
         fast_only: str | None = None,
         tier: Tier = "step",
+        final: bool = False,
     ) -> StepAudit:
         """Run the ``tier``'s checkers on ``step`` (``context``: earlier steps, oldest first);
-        with ``fast_only`` (the reason, e.g. "worker 40 s behind"), only the fast tier."""
-        view = EpisodeView(step, list(context))
+        with ``fast_only`` (the reason, e.g. "worker 40 s behind"), only the fast tier;
+        ``final``: ``step`` is the last of its episode."""
+        view = EpisodeView(step, list(context), final=final)
         checkers = [
             c for c in self.checkers if tier == "all" or (c.kind in DEEP_KINDS) == (tier == "end")
         ]
@@ -155,10 +157,12 @@ class AuditEngine:
     async def audit_episode(self, steps: Iterable[Step], *, tier: Tier = "all") -> list[StepAudit]:
         """Audit each step of one episode in order, each with the steps before it (every
         checker by default: a whole recorded episode is at hand)."""
+        ordered = list(steps)
         done: list[Step] = []
         out = []
-        for step in steps:
-            out.append(await self.audit_step(step, done, tier=tier))
+        for index, step in enumerate(ordered):
+            last = index == len(ordered) - 1
+            out.append(await self.audit_step(step, done, tier=tier, final=last))
             done.append(step)
         return out
 

@@ -68,17 +68,23 @@ def load_head(name: str, directory: Path = HEADS_DIR) -> LogisticHead:
 
 
 def fit_logistic(
-    x: np.ndarray, y: np.ndarray, l2: float = 1.0, iterations: int = 50
+    x: np.ndarray,
+    y: np.ndarray,
+    l2: float = 1.0,
+    iterations: int = 50,
+    sample_weight: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
     """L2-regularised logistic regression by Newton's method (deterministic, exact).
 
-    Classes are weighted to balance. Returns ``(weight, bias)``.
+    Classes are weighted to balance (within ``sample_weight``, e.g. equal weight per
+    source, when given). Returns ``(weight, bias)``.
     """
     n, d = x.shape
     xb = np.hstack([x.astype(np.float64), np.ones((n, 1))])
-    pos = max(float(y.sum()), 1.0)
-    neg = max(float(n - y.sum()), 1.0)
-    sample_w = np.where(y > 0, n / (2 * pos), n / (2 * neg))
+    given = np.ones(n) if sample_weight is None else sample_weight * n / sample_weight.sum()
+    pos = max(float((given * (y > 0)).sum()), 1e-9)
+    neg = max(float((given * (y <= 0)).sum()), 1e-9)
+    sample_w = given * np.where(y > 0, n / (2 * pos), n / (2 * neg))
     reg = np.full(d + 1, l2)
     reg[-1] = 0.0
     theta = np.zeros(d + 1)

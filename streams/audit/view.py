@@ -305,6 +305,9 @@ class EpisodeView:
     context: list[Step]
     cache: dict[str, object] = field(default_factory=dict)
     """Room for checkers to share work within one step (e.g. model scores)."""
+    final: bool = False
+    """This is the episode's last step (known when a whole episode is judged: a batch audit,
+    or the stream's deep tier once the episode ended)."""
 
     @property
     def steps(self) -> list[Step]:

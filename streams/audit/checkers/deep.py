@@ -21,12 +21,13 @@ on the head's own validation split, never on a trajectory source.
 
 from __future__ import annotations
 
-from ....schemas import Evidence, Severity
+from ....schemas import Evidence, Severity, Step
 from .. import taxonomy as tx
-from ..api import Finding, RiskType
-from ..embedding import MiniLM, deep_embedder
-from ..heads import LogisticHead
+from ..api import Checker, Finding, RiskType
+from ..embedding import MiniLM, SmolLM2Embedder, deep_embedder, judge_embedder
+from ..heads import LogisticHead, load_head
 from ..registry import register
+from ..text import trajectory_text
 from ..view import Call, EpisodeView, Provenance
 from .harm import call_evidence, complies
 from .models import HeadChecker
@@ -165,5 +166,58 @@ class RequestHarm(DeepHead):
                 Severity.HIGH,
                 f"the agent went along with a request for harm (p={p:.2f})",
                 (Evidence(text=view.task[:500], field="user_turn"),),
+            )
+        ]
+
+
+@register()
+class EpisodeJudge(Checker):
+    """The whole episode read once it ended: a logistic head on SmolLM2-135M's mean hidden
+    state of the episode's text (the task, each call and the start of what came back).
+    Trained on the five public trajectory sources together, it is the one part of the
+    auditor that learns their notion of "unsafe"; leave-one-source-out it adds ranking
+    (ROC AUC) on every source (``bench/deep_tier_choice.py``), so it runs in the deep tier
+    and blocks only above a threshold with 90 % precision out of fold."""
+
+    name = "deep.episode_judge"
+    kind = "deep"
+    scope = "episode"
+    risk_types = (RiskType.UNSAFE_BEHAVIOUR,)
+    description = "SmolLM2 hidden states + logistic head on the whole episode, at its end"
+    head_name = "episode_judge"
+    budget = 1200
+    """Characters of episode text the judge reads (``text.trajectory_text``)."""
+
+    def __init__(
+        self, embedder: SmolLM2Embedder | None = None, head: LogisticHead | None = None
+    ) -> None:
+        self.embedder = embedder or judge_embedder()
+        self.head = head or load_head(self.head_name)
+        trained_on = self.head.meta.get("embedder")
+        if trained_on is not None and trained_on != self.embedder.settings():
+            raise ValueError(
+                f"head {self.head.name!r} was trained on {trained_on}, not "
+                f"{self.embedder.settings()}; rebuild it with audit_training.episode_judge"
+            )
+        self.threshold = float(self.head.meta.get("threshold", 0.5))
+
+    def score(self, steps: list[Step]) -> float:
+        """The judge's probability that the episode is unsafe."""
+        text = trajectory_text(steps, budget=self.budget)
+        return float(self.head.predict(self.embedder.embed([text]))[0])
+
+    def check(self, view: EpisodeView) -> list[Finding]:
+        if not view.final:
+            return []
+        p = self.score(view.steps)
+        if p < self.threshold:
+            return []
+        return [
+            Finding(
+                RiskType.UNSAFE_BEHAVIOUR,
+                p,
+                Severity.HIGH,
+                f"the episode as a whole reads as unsafe (p={p:.2f})",
+                (Evidence(text=trajectory_text(view.steps, 500), field="trajectory"),),
             )
         ]
