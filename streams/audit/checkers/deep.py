@@ -170,7 +170,7 @@ class RequestHarm(DeepHead):
         ]
 
 
-@register()
+@register(enabled_by_default=False)
 class EpisodeJudge(Checker):
     """The whole episode read once it ended: a logistic head on SmolLM2-135M's mean hidden
     state of the episode's text (the task, each call and the start of what came back).
