@@ -22,13 +22,15 @@ on the head's own validation split, never on a trajectory source.
 from __future__ import annotations
 
 from ....schemas import Evidence, Severity, Step
+from .. import calls
 from .. import taxonomy as tx
 from ..api import Checker, Finding, RiskType
 from ..embedding import MiniLM, SmolLM2Embedder, deep_embedder, judge_embedder
 from ..heads import LogisticHead, load_head
+from ..judgement import Provenance
 from ..registry import register
 from ..text import trajectory_text
-from ..view import Call, EpisodeView, Provenance
+from ..view import Call, EpisodeView
 from .harm import call_evidence, complies
 from .models import HeadChecker
 
@@ -37,7 +39,7 @@ def describe_call(name: str, arguments: str, description: str = "") -> str:
     """A call as the action head reads it: its tool's words, its own description, and its
     arguments as ``key: value`` pairs (long values cut)."""
     words = " ".join(tx.name_words(name))
-    pairs = tx.argument_pairs(arguments)[:10]
+    pairs = calls.argument_pairs(arguments)[:10]
     args = "; ".join(f"{k}: {v[:80]}" if k else v[:160] for k, v in pairs)
     about = f" ({description[:160]})" if description else ""
     return f"{words}{about}: {args}"[:480]

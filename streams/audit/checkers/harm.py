@@ -27,9 +27,10 @@ from ....schemas import Evidence, Severity
 from .. import provenance as pv
 from .. import taxonomy as tx
 from ..api import Checker, Finding, RiskType
+from ..judgement import Judged, Provenance
 from ..registry import register
 from ..text import action_spans, final_reply
-from ..view import Call, EpisodeView, Judged, Provenance
+from ..view import Call, EpisodeView
 
 
 def call_evidence(call: Call) -> Evidence:

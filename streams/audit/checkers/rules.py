@@ -6,6 +6,7 @@ import re
 from typing import ClassVar
 
 from ....schemas import Evidence, Severity, Step
+from .. import calls
 from .. import provenance as pv
 from .. import taxonomy as tx
 from ..api import Checker, Finding, RiskType
@@ -176,7 +177,8 @@ class OutboundAware(PatternChecker):
     def severity_for(self, step: Step, severity: Severity) -> Severity:
         name = tool_name(step)
         outbound = bool(name) and bool(
-            tx.classify_call(name, tool_arguments(step)).classes & {tx.EGRESS.name, tx.PUBLIC.name}
+            calls.classify_call(name, tool_arguments(step)).classes
+            & {tx.EGRESS.name, tx.PUBLIC.name}
         )
         if not outbound:
             return Severity.MEDIUM if severity.rank > Severity.MEDIUM.rank else severity

@@ -7,7 +7,8 @@ from __future__ import annotations
 from helpers_audit import episode, make_step, run_checker
 
 from safactory.schemas import ChatMessage, Severity
-from safactory.streams.audit.view import EpisodeView, Provenance
+from safactory.streams.audit.judgement import Provenance
+from safactory.streams.audit.view import EpisodeView
 
 
 def judge(steps):

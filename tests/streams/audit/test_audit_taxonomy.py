@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-from safactory.streams.audit.taxonomy import Harm, classify_call, classify_command, is_speech
+from safactory.streams.audit.calls import classify_call
+from safactory.streams.audit.commands import classify_command
+from safactory.streams.audit.taxonomy import Harm, is_speech
 
 
 def call(tool: str, description: str = "", **args: object):
