@@ -156,7 +156,7 @@ async def _audit_worker(settings: Settings) -> tuple[Any, asyncio.Task[None]]:
     worker = AuditWorker(AuditEngine(registry.create(["harm.beyond_scope"])), settings)
     serving = asyncio.create_task(worker.serve())
     async with asyncio.timeout(30):
-        while worker._consumer is None or not worker._consumer.assignment():  # noqa: ASYNC110
+        while not worker.runtime.assigned:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
     return worker, serving
 
@@ -224,8 +224,7 @@ async def test_planted_unsafe_step_shows_as_an_alert_in_chromium(
             print(f"episode view screenshot {episode_png}")
             assert f"rm -rf /srv/{marker}" in text and "destructive_operation" in text
     finally:
-        if worker._consumer is not None:
-            worker._consumer.request_stop()
+        worker.runtime.request_stop()
         await asyncio.wait_for(serving, 30)
 
 
