@@ -115,6 +115,9 @@ class Processor:
     on_assigned: Callable[[set[int], Context], Awaitable[None]] | None = None
     """Called with newly assigned input partition numbers once their state is restored."""
     on_revoked: Callable[[set[int]], Awaitable[None]] | None = None
+    on_rollback: Callable[[set[int], Context], Awaitable[None]] | None = None
+    """Called after a failed handler attempt's state writes were rolled back, with the
+    partitions it touched: rebuild what the processor keeps in memory from that state."""
     max_records: int = 500
     gather_s: float = 0.0
     """A batch gathers records for up to this long (a sink's fewer, larger writes)."""
@@ -309,7 +312,7 @@ class _Running:
             except self.p.fatal:
                 raise
             except Exception as exc:
-                self._discard(mark)
+                await self._discard(mark, {d.partition for d in deliveries})
                 self.consumer.stats.count("handler_retries")
                 if attempt < self.p.attempts and not isinstance(exc, Rejected):
                     await asyncio.sleep(RETRY_PAUSE_S * attempt)
@@ -344,7 +347,7 @@ class _Running:
         for attempt in range(1, self.p.attempts + 1):
             if isinstance(exc, self.p.fatal):
                 raise exc
-            self._discard(mark)
+            await self._discard(mark, {delivery.partition})
             self.consumer.stats.count("handler_retries")
             if isinstance(exc, Rejected) or attempt == self.p.attempts:
                 await self._dead_letter(delivery, exc)
@@ -361,10 +364,12 @@ class _Running:
                     await self._send(self.ctx)
                 return
 
-    def _discard(self, mark: int) -> None:
+    async def _discard(self, mark: int, partitions: set[int]) -> None:
         self.ctx._out.clear()
         if self.store is not None:
             self.store.rollback(mark)
+        if self.p.on_rollback is not None:
+            await self.p.on_rollback(partitions, self.ctx)
 
     async def _dead_letter(self, delivery: Delivery, exc: Exception) -> None:
         reason = str(exc) if isinstance(exc, Rejected) else f"handler: {exc!r}"
@@ -405,7 +410,9 @@ class _Running:
     ) -> asyncio.Future[object]:
         """An output that cannot go on the wire (over the record limit): a dead letter by
         reference naming it (origin offset -1), not a crash."""
-        reason = f"encode: {type(event).__name__} {event.key()[:128]}: {exc}"
+        episode = getattr(event, "episode_id", None)
+        named = f"of episode {episode}" if episode else event.key()[:128]
+        reason = f"encode: {type(event).__name__} {named}: {exc}"
         log.error("%s: %s", self.p.name, reason)
         return await self.consumer.dead_letters.send(
             reason, topic, -1, -1, event.key().encode(), event.model_dump_json().encode(), None
