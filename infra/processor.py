@@ -108,6 +108,8 @@ class Processor:
     outputs: tuple[str, ...] = ()
     state: TopicSpec | None = None
     """The changelog of the processor's keyed state (compacted, co-partitioned)."""
+    owns: tuple[TopicSpec, ...] = ()
+    """Topics outside the catalogue it reads or writes (a re-keyed stream), created with it."""
     timers: tuple[Timer, ...] = ()
     group: str | None = None
     screen: Screen | None = None
@@ -458,6 +460,7 @@ class Runtime:
         self.producer = EventProducer(settings)
         self._running: list[_Running] = []
         self._stopping = asyncio.Event()
+        self.stop_requested = False
         self.stop_grace_s = 3.0
 
     def stats(self, name: str | None = None) -> ProcessorStats:
@@ -481,6 +484,10 @@ class Runtime:
 
     def request_stop(self) -> None:
         """Finish (or, after the grace, abandon) the batches in hand, commit and return."""
+        self.stop_requested = True
+        self._halt()
+
+    def _halt(self) -> None:
         self._stopping.set()
         for running in self._running:
             running.consumer.request_stop()
@@ -492,8 +499,9 @@ class Runtime:
 
     @property
     def stopping(self) -> bool:
-        """Whether a stop was requested."""
-        return self._stopping.is_set()
+        """Whether a stop was requested (SIGINT, SIGTERM, :meth:`request_stop`), rather
+        than the processors having gone idle or failed."""
+        return self.stop_requested
 
     async def serve(self, *, idle_timeout: float | None = None) -> None:
         """Create missing topics, join the groups and process until asked to stop (or no
@@ -501,6 +509,7 @@ class Runtime:
         metrics.serve(self.settings, self.worker)
         await create_topics(self.settings, self._topics())
         self._stopping.clear()
+        self.stop_requested = False
         async with self.producer:
             self._running = [_Running(self, p) for p in self.processors]
             started: list[EventConsumer] = []
@@ -572,6 +581,8 @@ class Runtime:
                     names[name] = BY_NAME[name]
             if p.state is not None:
                 names[p.state.name] = p.state
+            for spec in p.owns:
+                names[spec.name] = spec
         return list(names.values())
 
     async def _run_all(self, idle_timeout: float | None) -> None:
@@ -583,7 +594,7 @@ class Runtime:
             if idle_timeout is not None:
                 await asyncio.gather(*loops)
         finally:
-            self.request_stop()
+            self._halt()
             await asyncio.gather(*loops, return_exceptions=True)
 
     async def _loop(self, running: _Running, idle_timeout: float | None) -> None:
