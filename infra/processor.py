@@ -124,6 +124,9 @@ class Processor:
     gather_s: float = 0.0
     """A batch gathers records for up to this long (a sink's fewer, larger writes)."""
     attempts: int = 3
+    concurrency: int = 1
+    """Records of a batch ``handle`` may work on at once (order within a batch is then not
+    kept: for independent records such as tasks; not with keyed state)."""
     fatal: tuple[type[BaseException], ...] = ()
     live_lag: int = 1000
     """Records behind a partition's end within which it counts as caught up (timers)."""
@@ -134,6 +137,8 @@ class Processor:
     def __post_init__(self) -> None:
         if (self.handle is None) == (self.handle_batch is None):
             raise ValueError(f"processor {self.name}: give exactly one of handle= or handle_batch=")
+        if self.concurrency > 1 and (self.state is not None or self.handle is None):
+            raise ValueError(f"processor {self.name}: concurrency needs handle= and no state")
 
 
 class ProcessorStats(metrics.Published):
@@ -287,6 +292,9 @@ class _Running:
         since = clock()
         ctx, handle, store = self.ctx, self.p.handle, self.store
         assert handle is not None
+        if self.p.concurrency > 1:
+            await self._concurrently(deliveries)
+            return
         for delivery in deliveries:
             if clock() - since >= YIELD_EVERY_S:
                 await asyncio.sleep(0)  # let the producer hand finished outputs over
@@ -296,11 +304,30 @@ class _Running:
             try:
                 await handle(delivery, ctx)
             except Exception as exc:
-                await self._failed(delivery, exc, mark, lambda d=delivery: handle(d, ctx))
+                await self._failed(delivery, exc, mark, ctx)
             else:
                 if ctx._out:
                     await self._send(ctx)
         ctx.record, ctx.state = None, None
+
+    async def _concurrently(self, deliveries: list[Delivery]) -> None:
+        handle = self.p.handle
+        assert handle is not None
+        slots = asyncio.Semaphore(self.p.concurrency)
+
+        async def one(delivery: Delivery) -> None:
+            async with slots:
+                ctx = Context(self)
+                ctx._bind(delivery)
+                try:
+                    await handle(delivery, ctx)
+                except Exception as exc:
+                    await self._failed(delivery, exc, 0, ctx)
+                else:
+                    if ctx._out:
+                        await self._send(ctx)
+
+        await asyncio.gather(*(one(d) for d in deliveries))
 
     async def _batch(self, deliveries: list[Delivery]) -> None:
         handle_batch = self.p.handle_batch
@@ -337,37 +364,33 @@ class _Running:
                     await self._send(ctx)
                 return
 
-    async def _failed(
-        self,
-        delivery: Delivery,
-        exc: Exception,
-        mark: int,
-        again: Callable[[], Awaitable[None]],
-    ) -> None:
+    async def _failed(self, delivery: Delivery, exc: Exception, mark: int, ctx: Context) -> None:
         """A handler raised on ``delivery``: retry, then dead-letter (poison pill)."""
+        handle = self.p.handle
+        assert handle is not None
         store = self.store
         for attempt in range(1, self.p.attempts + 1):
             if isinstance(exc, self.p.fatal):
                 raise exc
-            await self._discard(mark, {delivery.partition})
+            await self._discard(mark, {delivery.partition}, ctx)
             self.consumer.stats.count("handler_retries")
             if isinstance(exc, Rejected) or attempt == self.p.attempts:
                 await self._dead_letter(delivery, exc)
                 return
             await asyncio.sleep(RETRY_PAUSE_S * attempt)
-            self.ctx._bind(delivery)
+            ctx._bind(delivery)
             mark = store.mark() if store is not None else 0
             try:
-                await again()
-            except Exception as again_exc:
-                exc = again_exc
+                await handle(delivery, ctx)
+            except Exception as again:
+                exc = again
             else:
-                if self.ctx._out:
-                    await self._send(self.ctx)
+                if ctx._out:
+                    await self._send(ctx)
                 return
 
-    async def _discard(self, mark: int, partitions: set[int]) -> None:
-        self.ctx._out.clear()
+    async def _discard(self, mark: int, partitions: set[int], ctx: Context | None = None) -> None:
+        (ctx or self.ctx)._out.clear()
         if self.store is not None:
             self.store.rollback(mark)
         if self.p.on_rollback is not None:
@@ -451,13 +474,22 @@ async def _unused(batch: list[Delivery]) -> None:
 class Runtime:
     """Runs processors in one process: one producer and a consumer group per processor."""
 
-    def __init__(self, settings: Settings, *processors: Processor, worker: str | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        *processors: Processor,
+        worker: str | None = None,
+        producer: EventProducer | None = None,
+    ):
         if not processors:
             raise ValueError("give at least one processor")
         self.settings = settings
         self.processors = processors
         self.worker = worker or processors[0].name
-        self.producer = EventProducer(settings)
+        self._own_producer = producer is None
+        self.producer = producer or EventProducer(settings)
+        """Outputs, state and dead letters go through it (a given one is started and
+        stopped by its owner: the simulation worker's episodes share it)."""
         self._running: list[_Running] = []
         self._stopping = asyncio.Event()
         self.stop_requested = False
@@ -510,7 +542,7 @@ class Runtime:
         await create_topics(self.settings, self._topics())
         self._stopping.clear()
         self.stop_requested = False
-        async with self.producer:
+        async with self._producing():
             self._running = [_Running(self, p) for p in self.processors]
             started: list[EventConsumer] = []
             try:
@@ -536,7 +568,7 @@ class Runtime:
         directly on a real broker (:meth:`feed`, :meth:`tick`): topics created, the producer
         connected, nothing consumed or committed."""
         await create_topics(self.settings, self._topics())
-        async with self.producer:
+        async with self._producing():
             self._running = [_Running(self, p) for p in self.processors]
             try:
                 yield self
@@ -566,6 +598,14 @@ class Runtime:
             if ctx._out:
                 await running._send(ctx)
         await running.settle()
+
+    @contextlib.asynccontextmanager
+    async def _producing(self) -> AsyncIterator[EventProducer]:
+        if not self._own_producer:
+            yield self.producer
+            return
+        async with self.producer:
+            yield self.producer
 
     def _find(self, name: str | None) -> _Running:
         for running in self._running:
