@@ -22,16 +22,14 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-
 from ..infra import metrics
 from ..infra.config import Settings
 from ..infra.consumer import Delivery
 from ..infra.policy_watch import PolicyWatcher
 from ..infra.processor import Context, Processor, Rejected, Runtime
 from ..infra.producer import EventProducer
+from ..infra.reader import TopicMissing, TopicReader
 from ..infra.staleness import Admission, StalenessController
-from ..infra.topics import describe_topics
 from ..schemas import (
     DecodeError,
     EpisodeEnded,
@@ -285,63 +283,51 @@ class SimulationWorker:
 
 class EpisodeTracker:
     """Counts ``EpisodeEnded`` events of one run group on ``sf.episodes``, from the end of
-    the topic at :meth:`start` on (no consumer group: positions are exact, whichever
-    worker runs the episodes).
+    the topic at :meth:`start` on (a group-less ``TopicReader``: positions are exact,
+    whichever worker runs the episodes).
 
-    Why not ``EventConsumer``: it needs every partition pinned at its end offset when
+    Why no consumer group: every partition must be pinned at its end offset when
     :meth:`start` returns, before the run's tasks are published; a group joins later, in the
     background, and a new group's "latest" is taken at the join, so the first episodes of a
     fast run would be missed. It commits nothing, keeps no state and dead-letters nothing:
     the auditor and the assembler read ``sf.episodes`` in their groups and dead-letter bad
-    records there (a record it cannot decode is not one of this run's ends). A group per
-    ``simulate run`` would also be left behind on the broker."""
+    records there (a record it cannot decode is not one of this run's ends)."""
 
     def __init__(self, settings: Settings, group_id: str) -> None:
         self.settings = settings
         self.group_id = group_id
         self.topic = settings.topic("episodes")
         self.ended: list[EpisodeEnded] = []
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-        )
+        self._reader = TopicReader(settings, "episode-tracker")
 
     async def start(self) -> None:
         """Pin every partition at its current end (the client is closed if that fails)."""
+        await self._reader.start()
         try:
-            await self._pin_to_end()
+            try:
+                parts = await self._reader.partitions([self.topic])
+            except TopicMissing:
+                raise EnvError(
+                    f"topic {self.topic} does not exist; run `safactory topics create`"
+                ) from None
+            await self._reader.open(parts, start="end")
         except BaseException:
-            await self._consumer.stop()
+            await self._reader.stop()
             raise
-
-    async def _pin_to_end(self) -> None:
-        rows = {row["topic"]: row for row in await describe_topics(self.settings)}
-        count = int(rows[self.topic]["partitions"]) if self.topic in rows else 0  # type: ignore[call-overload]
-        if not count:
-            raise EnvError(f"topic {self.topic} does not exist; run `safactory topics create`")
-        await self._consumer.start()
-        tps = [TopicPartition(self.topic, p) for p in range(count)]
-        self._consumer.assign(tps)
-        await self._consumer.seek_to_end(*tps)
-        for tp in tps:
-            await self._consumer.position(tp)
 
     async def poll(self, timeout_ms: int = 200) -> list[EpisodeEnded]:
         """New episode ends of this group since the last poll."""
-        batches = await self._consumer.getmany(timeout_ms=timeout_ms)
         new = []
-        for records in batches.values():
-            for record in records:
-                try:
-                    event = codec.decode(record.value, record.headers)
-                except DecodeError:
-                    continue
-                if isinstance(event, EpisodeEnded) and event.group_id == self.group_id:
-                    new.append(event)
+        for record in await self._reader.read(timeout_ms=timeout_ms):
+            try:
+                event = codec.decode(record.value, record.headers)
+            except DecodeError:
+                continue
+            if isinstance(event, EpisodeEnded) and event.group_id == self.group_id:
+                new.append(event)
         self.ended.extend(new)
         return new
 
     async def stop(self) -> None:
         """Disconnect."""
-        await self._consumer.stop()
+        await self._reader.stop()

@@ -46,8 +46,9 @@ class ReadStalled(RuntimeError):
         super().__init__(f"{name}: no progress for {stall_s:g}s below the end offsets ({shown})")
 
 
-class TopicMissing(RuntimeError):
-    """A topic the reader was asked to read does not exist (after waiting for it)."""
+class TopicMissing(ValueError):
+    """A topic the reader was asked to read does not exist (after waiting for it): a
+    configuration error (a wrong prefix, topics not created), said in one line."""
 
 
 @dataclass(frozen=True, slots=True)
