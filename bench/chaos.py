@@ -373,15 +373,11 @@ async def until_joined(campaign: Campaign, groups: int, timeout_s: float) -> Non
 
 async def snapshot(settings: Settings, db: Path) -> tuple[int, dict[str, Any], tuple[Any, ...]]:
     """(total lag, lag per group and where, a fingerprint of end offsets and table sizes)."""
-    from aiokafka import AIOKafkaConsumer
+    from safactory.infra.reader import TopicReader
 
     partitions = await topic_partitions(settings)
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap)
-    await consumer.start()
-    try:
-        ends = await consumer.end_offsets(partitions)
-    finally:
-        await consumer.stop()
+    async with TopicReader(settings, "chaos-drain") as reader:
+        ends = await reader.last_offsets(partitions)
     admin = admin_client(settings)
     await admin.start()
     try:

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from safactory.infra.config import Settings
+from safactory.infra.reader import TopicReader
 from safactory.infra.topics import admin_client
 from safactory.schemas import headers as h
 from safactory.schemas import step_id
@@ -121,32 +122,11 @@ async def read_topics(settings: Settings, names: Iterable[str]) -> TopicCensus:
     partitions = await topic_partitions(settings, by_topic)
     if not partitions:
         return census
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        max_partition_fetch_bytes=8 * 1024 * 1024,
-        fetch_max_bytes=64 * 1024 * 1024,
-    )
-    await consumer.start()
-    try:
-        ends = await consumer.end_offsets(partitions)
-        todo = {tp for tp, end in ends.items() if end > 0}
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        while todo:
-            batches = await consumer.getmany(*todo, timeout_ms=2000, max_records=5000)
-            for tp, records in batches.items():
-                for record in records:
-                    if record.offset < ends[tp]:
-                        census.fold(by_topic[tp.topic], record.value, record.headers)
-                if records and records[-1].offset + 1 >= ends[tp]:
-                    todo.discard(tp)
-            for tp in list(todo):  # an end offset past the last record (e.g. compaction)
-                if await consumer.position(tp) >= ends[tp]:
-                    todo.discard(tp)
-    finally:
-        await consumer.stop()
+    async with TopicReader(settings, "chaos-census", committed_only=False) as reader:
+        await reader.open(partitions, until="end")  # read raw, not through the codec
+        async for records in reader:
+            for record in records:
+                census.fold(by_topic[record.topic], record.value, record.headers)
     return census
 
 

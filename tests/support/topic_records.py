@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from aiokafka import ConsumerRecord
+from aiokafka import ConsumerRecord, TopicPartition
 
 from safactory.infra.config import Settings
+from safactory.infra.consumer import EventConsumer
 from safactory.infra.reader import TopicReader
+from safactory.infra.topics import admin_client
 
 
 async def collect(
@@ -41,3 +43,31 @@ async def everything(settings: Settings, topic: str) -> list[ConsumerRecord]:
         async for batch in reader:
             records.extend(batch)
     return records
+
+
+async def committed(settings: Settings, group: str) -> dict[TopicPartition, int]:
+    """The offsets ``group`` (a full group name) committed, by partition."""
+    admin = admin_client(settings)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    return {tp: meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
+
+
+async def set_committed(settings: Settings, group: str, offsets: dict[TopicPartition, int]) -> None:
+    """Make ``group`` (a full name) look as if it had committed ``offsets`` (a lagging
+    deployment, for the monitor's tests)."""
+    consumer = EventConsumer([], group, handler=_ignore, settings=settings)
+    client = consumer._consumer  # the group's own client: only it may commit for the group
+    await client.start()
+    try:
+        client.assign(list(offsets))
+        await client.commit(offsets)
+    finally:
+        await client.stop()
+
+
+async def _ignore(delivery: object) -> None:
+    """A handler that is never called."""

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer
 from data_episodes import episode_events
+from topic_records import everything
 
 from safactory.infra.config import Settings
 from safactory.infra.consumer import Delivery, EventConsumer
@@ -93,21 +93,13 @@ async def test_worker_emits_reward_complete_trajectories_keyed_by_group(
     assert by_episode["ep-6"].event.completed_by == "timeout"
     abandoned = by_episode["ep-7"].event
     assert abandoned.completed_by == "abandoned" and abandoned.outcome == Outcome.ABANDONED
-    dead = await _raw_records(topics.kafka_bootstrap, topics.topic("dlq"))
+    dead = await _raw_records(topics, topics.topic("dlq"))
     assert [r.value for r in dead] == [b"{not json"]
     assert h.header_value(dead[0].headers, h.ERROR).startswith("decode:")
 
 
-async def _raw_records(bootstrap: str, topic: str) -> list:
-    consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest"
-    )
-    await consumer.start()
-    try:
-        batches = await consumer.getmany(timeout_ms=5000)
-        return [r for records in batches.values() for r in records]
-    finally:
-        await consumer.stop()
+async def _raw_records(settings: Settings, topic: str) -> list:
+    return await everything(settings, topic)
 
 
 async def test_an_episode_whose_fold_raises_is_dead_lettered(

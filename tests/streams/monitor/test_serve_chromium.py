@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from topic_records import collect
 
 from safactory.infra.config import Settings
 from safactory.infra.consumer import Delivery
@@ -230,22 +231,10 @@ async def test_planted_unsafe_step_shows_as_an_alert_in_chromium(
 
 async def _verdicts_of(settings: Settings, episode: str) -> list[Verdict]:
     """The verdicts on ``sf.verdicts`` for ``episode`` (one partition: keyed by episode)."""
-    from aiokafka import AIOKafkaConsumer
 
-    consumer = AIOKafkaConsumer(
-        settings.topic("verdicts"),
-        bootstrap_servers=settings.kafka_bootstrap,
-        group_id=None,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    found: list[Verdict] = []
-    try:
-        async with asyncio.timeout(15):
-            while not found:
-                batches = await consumer.getmany(timeout_ms=500)
-                events = [codec.decode(r.value, r.headers) for rs in batches.values() for r in rs]
-                found += [e for e in events if isinstance(e, Verdict) and e.episode_id == episode]
-    finally:
-        await consumer.stop()
+    def ours(records: list) -> list[Verdict]:
+        events = [codec.decode(r.value, r.headers) for r in records]
+        return [e for e in events if isinstance(e, Verdict) and e.episode_id == episode]
+
+    found = ours(await collect(settings, settings.topic("verdicts"), lambda rs: bool(ours(rs)), 15))
     return found
