@@ -56,6 +56,14 @@ class TopicCensus:
     trajectories: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     """Episode → its distinct trajectories: {event_id, steps (indices), completed_by}."""
     dead_letters: Counter[str] = field(default_factory=Counter)
+    flagged: set[str] = field(default_factory=set)
+    """Verdict ids that did not allow (a skill's lesson comes from one)."""
+    lessons_due: dict[str, tuple[list[str], bool]] = field(default_factory=dict)
+    """Episode → (its trajectory's verdict ids, whether it failed): what skills need."""
+    scored: set[str] = field(default_factory=set)
+    """Episodes with a score on sf.scores."""
+    taught: set[str] = field(default_factory=set)
+    """Episodes some skill on sf.skills names as a source."""
 
     def fold(self, topic: str, value: bytes | None, headers: Iterable[tuple[str, bytes]]) -> None:
         """Take one record of catalogue topic ``topic`` into account."""
@@ -80,9 +88,22 @@ class TopicCensus:
             self.started.add(event["episode_id"])
         elif schema == "episode_ended":
             self.ended[event["episode_id"]] = int(event.get("num_steps") or 0)
-        elif schema == "verdict" and event.get("step_index") is not None:
-            self.judged.add(event["source_event_id"])
-        elif schema == "trajectory" and new:
+        elif schema == "verdict":
+            if event.get("step_index") is not None:
+                self.judged.add(event["source_event_id"])
+            if event.get("decision") not in ("allow", "checker_error"):
+                self.flagged.add(event_id)
+        elif schema == "score":
+            self.scored.add(event["episode_id"])
+        elif schema == "skill":
+            self.taught.update(event.get("source_episode_ids", []))
+        if schema == "trajectory":
+            failed = event.get("outcome") in ("failure", "error", "truncated", "abandoned")
+            self.lessons_due[event["episode_id"]] = (
+                list(event.get("verdict_ids", [])),
+                failed and bool(event.get("steps")),
+            )
+        if schema == "trajectory" and new:
             self.trajectories[event["episode_id"]].append(
                 {
                     "event_id": event_id,
@@ -228,6 +249,10 @@ def figures(
             "orphan_examples": sorted(f"{step_ids[s][0]}#{step_ids[s][1]}" for s in orphans)[:10],
         },
         "trajectories": _trajectory_figures(topics),
+        "scores": {
+            "trajectories_never_scored": len(set(topics.lessons_due) - topics.scored),
+        },
+        "skills": _skill_figures(topics),
         "dead_letters": dict(topics.dead_letters.most_common()),
     }
 
@@ -269,4 +294,20 @@ def _trajectory_figures(topics: TopicCensus) -> dict[str, Any]:
         "complete": complete,
         "incomplete": incomplete,
         "completed_by": dict(by_completion),
+    }
+
+
+def _skill_figures(topics: TopicCensus) -> dict[str, Any]:
+    """Trajectories that must teach something (a verdict that did not allow, or a failure)
+    and those no skill names: the skills worker lost them."""
+    due = {
+        episode
+        for episode, (verdicts, failed) in topics.lessons_due.items()
+        if failed or any(v in topics.flagged for v in verdicts)
+    }
+    missing = due - topics.taught
+    return {
+        "distillable": len(due),
+        "in_no_skill": len(missing),
+        "examples": sorted(missing)[:10],
     }
