@@ -13,7 +13,8 @@ Memory stays bounded: once an episode's end (on ``sf.episodes``, co-partitioned 
 context is forgotten ``ended_grace_s`` later; an episode with no step for ``context_ttl_s``
 of caught-up time is forgotten too, and past ``max_context_bytes`` the least recently active
 episodes go. A step that waited past ``shed_after_s`` is judged by the fast tier only, and
-the verdicts of the skipped checkers say so.
+the verdicts of the skipped checkers say so. Once an episode is finished, the deep tier
+(checkers of kind ``deep``, if any run) judges it whole (``AuditProcessor.finish``).
 """
 
 from __future__ import annotations
@@ -137,8 +138,8 @@ class AuditWorker:
         event = record.event
         assert ctx.state is not None
         if record.topic == self._episodes_topic:
-            if isinstance(event, EpisodeEnded):
-                self._end(event.episode_id, event.num_steps)
+            if isinstance(event, EpisodeEnded) and self._end(event.episode_id, event.num_steps):
+                await self._deep(event.episode_id, ctx)
             return
         if not isinstance(event, Step):
             raise Rejected(f"audit: {type(event).__name__} on the steps topic; expected step/1")
@@ -159,9 +160,18 @@ class AuditWorker:
         if kept is not None:
             value = record.value if kept is event and record.value else encode_step(kept)
             state.set(episode, event.event_id, value)
-        self._seen(episode, event.step_index, record.partition, result.context)
+        if self._seen(episode, event.step_index, record.partition, result.context):
+            await self._deep(episode, ctx)
         self.stats.count("steps_seen")
         self._bound(ctx)
+
+    async def _deep(self, episode: str, ctx: Context) -> None:
+        """The episode ended and its last step was judged: the deep tier judges it whole
+        (nothing when no deep checker runs)."""
+        assert ctx.state is not None
+        verdicts, alerts = await self.audit.finish(self._context(episode, ctx.state))
+        for event in (*verdicts, *alerts):
+            ctx.emit(event)
 
     def _shed(self, step: Step) -> str | None:
         """Why the model tier is skipped for ``step`` (it waited too long), or None: under
@@ -206,7 +216,8 @@ class AuditWorker:
         if len(self._decoded) > DECODED_CACHE_SIZE:
             self._decoded.popitem(last=False)
 
-    def _seen(self, episode: str, index: int, partition: int, context: list[Step]) -> None:
+    def _seen(self, episode: str, index: int, partition: int, context: list[Step]) -> bool:
+        """Track a judged step; whether its episode is finished with it."""
         self._remember(episode, context)
         live = self._live.get(episode)
         highest = index if live is None else max(live[2], index)
@@ -215,18 +226,22 @@ class AuditWorker:
         ends = self._ends.get(episode)
         if ends is not None and highest >= ends - 1:
             self._finish(episode)
+            return True
+        return False
 
-    def _end(self, episode: str, num_steps: int) -> None:
+    def _end(self, episode: str, num_steps: int) -> bool:
         """An episode ended after ``num_steps`` steps: finished once its last step was
-        audited (already, or when that step comes)."""
+        audited (already: True, or when that step comes)."""
         live = self._live.get(episode)
         if live is not None and live[2] >= num_steps - 1:
             self._finish(episode)
-        elif live is not None or num_steps > 0:
+            return True
+        if live is not None or num_steps > 0:
             self._ends[episode] = num_steps
             self._ends.move_to_end(episode)
             if len(self._ends) > DECODED_CACHE_SIZE * 10:  # ends of episodes never seen
                 self._ends.popitem(last=False)
+        return False
 
     def _finish(self, episode: str) -> None:
         self._ends.pop(episode, None)

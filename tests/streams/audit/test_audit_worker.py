@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers_audit import make_step
-from topic_records import collect
+from topic_records import collect, everything
 
 from safactory.infra.config import Settings
 from safactory.infra.producer import EventProducer
@@ -355,3 +355,50 @@ async def test_a_step_that_makes_the_audit_raise_is_dead_lettered(
     assert dead.key == poison.episode_id.encode()
     assert codec.decode(dead.value, dead.headers).event_id == poison.event_id
     assert worker.steps_seen == 2
+
+
+async def test_the_deep_tier_judges_an_episode_when_it_is_finished(topics: Settings) -> None:
+    """Whichever comes last, the end or the last step, the worker hands the finished
+    episode to the deep tier once, and its verdicts go out with the step's."""
+    from safactory.schemas import EpisodeEnded, Outcome, Severity
+    from safactory.streams.audit.api import Checker, Finding
+    from safactory.streams.audit.engine import AuditEngine
+    from safactory.streams.audit_worker import AuditWorker
+
+    class Deep(Checker):
+        name = "test.deep"
+        kind = "deep"
+        risk_types = ("x",)
+
+        def check(self, view):  # type: ignore[no-untyped-def]
+            if view.call is None:
+                return []
+            return [Finding("fraud", 0.9, Severity.HIGH, f"saw {len(view.context)} before")]
+
+    worker = AuditWorker(AuditEngine([Deep()]), topics)
+    async with worker.runtime.offline() as runtime:
+        for n, end_first in ((0, False), (1, True)):
+            episode = f"ep-{n}"
+            steps = [
+                make_step(i, episode=episode, user="pay" if i == 0 else None, tool="bank_pay")
+                for i in range(2)
+            ]
+            end = EpisodeEnded(
+                episode_id=episode, task_id="t", env="test", outcome=Outcome.SUCCESS, num_steps=2
+            )
+            order = [steps[0], end, steps[1]] if end_first else [*steps, end]
+            await runtime.feed([_delivery(topics, e) for e in order])
+    deep = [
+        v
+        for v in (
+            codec.decode(r.value, r.headers)
+            for r in await everything(topics, topics.topic("verdicts"))
+        )
+        if v.checker == "test.deep"
+    ]
+    assert sorted((v.episode_id, v.reason) for v in deep) == [
+        ("ep-0", "saw 0 before"),
+        ("ep-0", "saw 1 before"),
+        ("ep-1", "saw 0 before"),
+        ("ep-1", "saw 1 before"),
+    ]
