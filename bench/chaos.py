@@ -42,11 +42,17 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.errors import KafkaError
-from chaos_agent import SyntheticAgent  # bench/ is on sys.path when this file is run
-from chaos_count import TABLE_TOPICS, figures, read_tables, read_topics, topic_partitions
-from chaos_rss import RssSampler
 
 from safactory.agents.worker import suite_tasks
+from safactory.bench.chaos_agent import SyntheticAgent
+from safactory.bench.chaos_count import (
+    TABLE_TOPICS,
+    figures,
+    read_tables,
+    read_topics,
+    topic_partitions,
+)
+from safactory.bench.chaos_rss import RssSampler
 from safactory.cli.demo_fleet import Fleet, Worker
 from safactory.infra.broker import LocalBroker
 from safactory.infra.cluster import LocalCluster
