@@ -59,7 +59,7 @@ def sink(
     """
     from datetime import timedelta
 
-    from ..sinks.embed import MiniLMEmbedder
+    from ..infra.embedding import MiniLM as MiniLMEmbedder
     from ..sinks.worker import SinkOptions, run_sink
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
@@ -250,7 +250,7 @@ def query(
     )
     embedder = None
     if like is not None and table in ("steps", "skills"):
-        from ..sinks.embed import MiniLMEmbedder
+        from ..infra.embedding import MiniLM as MiniLMEmbedder
 
         embedder = MiniLMEmbedder()
     try:
@@ -353,7 +353,7 @@ def score(
 
     Components: quality, complexity, IFD (with --model), novelty, safety; and a composite.
     """
-    from ..streams.scoring.embedding import MiniLM
+    from ..infra.embedding import MiniLM
     from ..streams.scoring.perplexity import LMScorer
     from ..streams.scoring.worker import run_scorer
 
@@ -393,7 +393,7 @@ def skills(
     Lessons come from verdict evidence and the step that went wrong; near-duplicates (by
     embedding) merge into one skill. A trajectory waits for every verdict it names.
     """
-    from ..streams.scoring.embedding import MiniLM
+    from ..infra.embedding import MiniLM
     from ..streams.skills.library import SkillLibrary
     from ..streams.skills.worker import run_skills
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from ..infra.config import Settings
 from ..infra.consumer import Delivery
+from ..infra.embedding import TextEmbedder as Embedder
 from ..infra.processor import Context, Processor, Runtime, Tick, Timer
-from .embed import Embedder
 from .lance import LanceSink
 from .tables import TOPICS
 

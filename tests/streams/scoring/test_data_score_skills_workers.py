@@ -7,10 +7,10 @@ from data_episodes import episode_events
 
 from safactory.infra.config import Settings
 from safactory.infra.consumer import Delivery, EventConsumer
+from safactory.infra.embedding import MiniLM
 from safactory.infra.producer import EventProducer
 from safactory.schemas import Score, Skill, Trajectory, Verdict, codec
 from safactory.streams.assembly import TrajectoryAssembler
-from safactory.streams.scoring.embedding import MiniLM
 from safactory.streams.scoring.worker import run_scorer
 from safactory.streams.skills.library import SkillLibrary
 from safactory.streams.skills.worker import run_skills

@@ -111,7 +111,7 @@ async def test_a_trajectory_whose_distillation_raises_is_dead_lettered(
 ) -> None:
     from poison import POISON, Poisoned, assert_poison_pill_dead_lettered
 
-    from safactory.streams.scoring.embedding import MiniLM
+    from safactory.infra.embedding import MiniLM
     from safactory.streams.skills.library import SkillLibrary
     from safactory.streams.skills.worker import SkillsWorker
 
