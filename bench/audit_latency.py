@@ -34,6 +34,7 @@ from safactory.schemas import codec
 from safactory.streams.audit import provenance, registry
 from safactory.streams.audit.engine import SUMMARY_CHECKER, AuditEngine
 from safactory.streams.audit.importers import read_records
+from safactory.streams.audit.view import EpisodeView
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "audit"
 FAST_KINDS = ("rule", "heuristic")
@@ -60,7 +61,9 @@ def sample_episodes(data: Path, steps_wanted: int) -> list[list]:
     return episodes
 
 
-async def per_step(engine: AuditEngine, episodes: list[list]) -> tuple[list[float], dict]:
+async def per_step(
+    engine: AuditEngine, episodes: list[list], *, per_checker: bool = True
+) -> tuple[list[float], dict]:
     """Engine time per step, and each checker's own time (each checker alone over the
     episodes). Embedding caches are emptied at the start of every episode and stay warm across
     its steps, as the worker's process-wide cache does in a live stream: a text is reused only
@@ -72,17 +75,19 @@ async def per_step(engine: AuditEngine, episodes: list[list]) -> tuple[list[floa
             started = time.perf_counter()
             await engine.audit_step(step, steps[:i])
             totals.append((time.perf_counter() - started) * 1000)
-    per_checker: dict[str, list[float]] = {c.name: [] for c in engine.checkers}
-    for checker in engine.checkers:
+    by_checker: dict[str, list[float]] = {c.name: [] for c in engine.checkers}
+    for checker in engine.checkers if per_checker else ():
         for steps in episodes:
             _clear_caches(engine)
             for i, step in enumerate(steps):
                 t0 = time.perf_counter()
-                result = checker.check(step, steps[:i])
+                view = EpisodeView(step, steps[:i])
+                checker.prepare(view)
+                result = checker.check(view)
                 if asyncio.iscoroutine(result):
                     result.close()
-                per_checker[checker.name].append((time.perf_counter() - t0) * 1000)
-    return totals, per_checker
+                by_checker[checker.name].append((time.perf_counter() - t0) * 1000)
+    return totals, by_checker
 
 
 def _clear_caches(engine: AuditEngine) -> None:
@@ -102,7 +107,8 @@ def _clear_caches(engine: AuditEngine) -> None:
         cached.cache_clear()
 
 
-def part1(data: Path, steps: int) -> None:
+def part1(data: Path, steps: int, *, per_checker: bool = True) -> dict[str, float]:
+    """Engine time per step; returns the p99 (ms) of the full offline set and the fast tier."""
     import torch
 
     torch.set_num_threads(1)
@@ -115,17 +121,20 @@ def part1(data: Path, steps: int) -> None:
         f"part 1: {n} real steps in {len(episodes)} episodes, torch on 1 thread, per-text "
         f"caches emptied at each episode's start, pid {os.getpid()}"
     )
+    p99: dict[str, float] = {}
     for label, engine in (("full offline set", full), ("fast tier (rules+heuristics)", fast)):
-        totals, per_checker = asyncio.run(per_step(engine, episodes))
+        totals, checkers = asyncio.run(per_step(engine, episodes, per_checker=per_checker))
+        p99[label] = pct(totals, 0.99)
         print(
             f"  {label:<30} {len(engine.checkers):>2} checkers  p50 {pct(totals, 0.5):7.2f} ms"
             f"  p99 {pct(totals, 0.99):7.2f} ms  mean {statistics.mean(totals):7.2f} ms"
         )
         if engine is full:
-            for name, values in sorted(per_checker.items(), key=lambda kv: -pct(kv[1], 0.99)):
+            for name, values in sorted(checkers.items(), key=lambda kv: -pct(kv[1], 0.99)):
                 print(
                     f"      {name:<36} p50 {pct(values, 0.5):7.2f}  p99 {pct(values, 0.99):7.2f} ms"
                 )
+    return p99
 
 
 def start_worker(checkers: str) -> tuple[Settings, subprocess.Popen[bytes]]:
@@ -153,7 +162,8 @@ async def part2(
     rate: int,
     seconds: float,
     checkers: str,
-) -> None:
+) -> dict[str, float]:
+    """Step → summary verdict latency through the broker and the worker at ``rate``."""
     from safactory.infra.producer import EventProducer
 
     consumer = TopicReader(settings, "bench-verdicts", fetch_wait_ms=20, committed_only=False)
@@ -209,6 +219,7 @@ async def part2(
         f"{pct(latencies, 0.5):.0f} ms  p99 {pct(latencies, 0.99):.0f} ms  max "
         f"{max(latencies, default=float('nan')):.0f} ms"
     )
+    return {"answered": done / total, "p50_ms": pct(latencies, 0.5), "p99_ms": pct(latencies, 0.99)}
 
 
 class Arrivals:
