@@ -181,16 +181,6 @@ class Context:
             raise RuntimeError(f"processor {self._running.p.name} declares no state")
         return store
 
-    @property
-    def partitions(self) -> set[int]:
-        """Input partition numbers this member holds now."""
-        return {tp.partition for tp in self._running.consumer.assignment()}
-
-    @property
-    def settings(self) -> Settings:
-        """The deployment's settings."""
-        return self._running.settings
-
     def _bind(self, delivery: Delivery) -> None:
         self.record = delivery
         self.partition = delivery.partition

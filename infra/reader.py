@@ -279,14 +279,6 @@ class TopicReader:
         except TimeoutError:
             return False
 
-    def highwater(self, tp: TopicPartition) -> int | None:
-        """The partition's end as of the last fetch (None before one answered)."""
-        return self._consumer.highwater(tp)
-
-    async def position(self, tp: TopicPartition) -> int:
-        """The next offset this reader will read from ``tp``."""
-        return await self._consumer.position(tp)
-
 
 def header(record: ConsumerRecord, name: str) -> bytes | None:
     """One header's raw value, or None when absent."""
