@@ -2,12 +2,14 @@
 
 pyproject.toml holds the metadata; this file only lists the packages, subpackages
 included, so a wheel carries every module and `import agents` from other libraries never
-collides with ours (DESIGN.md, "Layout").
+collides with ours (DESIGN.md, "Layout"). The benchmarks are ``safactory.bench``: one
+imports another as a package (``python bench/chaos.py`` and ``python -m safactory.bench.chaos``
+both work), never through ``sys.path``.
 """
 
 from setuptools import find_packages, setup
 
-FOLDERS = ("cli", "schemas", "infra", "agents", "streams", "sinks", "trainer")
+FOLDERS = ("cli", "schemas", "infra", "agents", "streams", "sinks", "trainer", "bench")
 
 setup(
     packages=[

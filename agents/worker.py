@@ -1,18 +1,19 @@
 """Simulation workers: take tasks from ``sf.tasks`` as a consumer group and run them.
 
-Many workers on many machines share one queue by joining the same consumer group. Each
-polled batch is run concurrently on an :class:`ActorPool`; offsets are committed after the
-batch's episodes have ended (at-least-once). Before each episode starts, admission control
+Many workers on many machines share one queue by joining the same consumer group. A
+worker is a processor on the runtime (``infra.processor``): the tasks of a polled batch run
+concurrently on an :class:`ActorPool`, and offsets are committed after the batch's episodes
+have ended (at-least-once). A task that makes its run raise (an environment that cannot be
+built) is retried, then dead-lettered; the others run. Before each episode starts, admission control
 asks :class:`StalenessController` whether the worker's policy lags the latest version
 announced on ``sf.policy`` by too much; if so the policy reloads first (hot reload). Given
 the trainer's batch size (``StalenessController(batch_size=..., workers=...)``), it also
 holds episodes back while the trainer's announced ``consumed`` count leaves no capacity
 for them to arrive fresh (reloading first when newer weights would).
 
-The workers consume on the project's runtime (``infra.consumer.EventConsumer``): a record on
-``sf.tasks`` that does not decode, or decodes to something other than a task, leaves by its
-dead-letter path. :class:`EpisodeTracker` alone reads with a plain client, on purpose: it is
-an observer for ``simulate run``, not a stream processor (see its docstring).
+A record on ``sf.tasks`` that does not decode, or decodes to something other than a task,
+leaves by the runtime's dead-letter path. :class:`EpisodeTracker` is an observer for
+``simulate run``, not a stream processor: it reads with the group-less ``TopicReader``.
 """
 
 from __future__ import annotations
@@ -21,15 +22,14 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-
-from ..infra import aio, metrics
+from ..infra import metrics
 from ..infra.config import Settings
-from ..infra.consumer import Delivery, EventConsumer
+from ..infra.consumer import Delivery
 from ..infra.policy_watch import PolicyWatcher
+from ..infra.processor import Context, Processor, Rejected, Runtime
 from ..infra.producer import EventProducer
+from ..infra.reader import TopicMissing, TopicReader
 from ..infra.staleness import Admission, StalenessController
-from ..infra.topics import describe_topics
 from ..schemas import (
     DecodeError,
     EpisodeEnded,
@@ -132,27 +132,30 @@ class SimulationWorker:
         self._reloading = asyncio.Lock()
         self.results: list[EpisodeResult] = []
         self._actors: ActorPool | None = None
-        self._consumer: EventConsumer | None = None
+        self.runtime = Runtime(
+            settings,
+            Processor(
+                "simulate",
+                inputs=("tasks",),
+                outputs=("steps", "episodes"),  # the episodes publish their steps themselves
+                handle=self._run_task,
+                concurrency=concurrency,
+                max_records=concurrency,
+                group=group_id,
+                kafka={"max_poll_interval_ms": self._poll_interval_ms()},
+            ),
+            producer=self.producer,
+        )
 
     async def start(self) -> None:
-        """Connect the producer, follow policy versions, join the task group."""
-        metrics.serve(self.settings, "simulate")
+        """Connect the producer, follow policy versions, set up the actors (the task group
+        is joined by :meth:`run`)."""
         await self.producer.start()
         await self.watcher.start()
         runner = EpisodeRunner(
             self.producer, self.policy, guard=self.guard, timeout_s=self.episode_timeout_s
         )
         self._actors = ActorPool(runner, {}, self.concurrency, admission=self._admit)
-        self._consumer = EventConsumer(
-            ["tasks"],
-            self.group_id,
-            batch_handler=self._on_batch,
-            settings=self.settings,
-            dlq_producer=self.producer,
-            max_records=self.concurrency,
-            max_poll_interval_ms=self._poll_interval_ms(),
-        )
-        await self._consumer.start()
 
     def _poll_interval_ms(self) -> int:
         """A batch runs its episodes to the end before the next poll: allow for that."""
@@ -192,29 +195,21 @@ class SimulationWorker:
                 continue
             await asyncio.sleep(0.05)
 
-    async def _on_batch(self, deliveries: list[Delivery]) -> None:
-        assert self._actors is not None
-        work, failures = [], []
-        for delivery in deliveries:
-            task = delivery.event
-            if not isinstance(task, Task):
-                failures.append(self._dead_letter(delivery))
-                continue
-            try:
-                work.append((task, resolve_task(task)))
-            except (EnvError, ValueError) as exc:
-                failures.append(self._reject(task, str(exc)))
-        await asyncio.gather(*failures)
-        results = await self._actors.run_many(work, self._finished)
-        self.results.extend(results)
-
-    async def _dead_letter(self, delivery: Delivery) -> None:
-        """A decodable record that is no task: to the dead-letter topic, acknowledged."""
-        assert self._consumer is not None
-        reason = (
-            f"task: {type(delivery.event).__name__} on the task topic; expected {Task.schema_id()}"
-        )
-        await (await self._consumer.dead_letter(delivery, reason))
+    async def _run_task(self, record: Delivery, ctx: Context) -> None:
+        """Run one task's episode (a task that cannot be resolved ends as an episode with
+        outcome ``error``; a record that is no task is dead-lettered)."""
+        assert self._actors is not None, "start() the worker first"
+        task = record.event
+        if not isinstance(task, Task):
+            raise Rejected(
+                f"task: {type(task).__name__} on the task topic; expected {Task.schema_id()}"
+            )
+        try:
+            spec = resolve_task(task)
+        except (EnvError, ValueError) as exc:
+            self._reject(task, str(exc), ctx)
+            return
+        self.results.append(await self._actors.run_one(task, spec, self._finished))
 
     @property
     def reloads(self) -> int:
@@ -227,11 +222,11 @@ class SimulationWorker:
         if self.on_done is not None:
             self.on_done(result)
 
-    async def _reject(self, task: Task, reason: str) -> None:
+    def _reject(self, task: Task, reason: str, ctx: Context) -> None:
         """A task that cannot run still ends as an episode, with outcome ``error``."""
         log.warning("task %s rejected: %s", task.task_id, reason)
         episode_id = derive_id("rejected-task", 1, task.event_id)
-        await self.producer.publish(
+        ctx.emit(
             EpisodeStarted(
                 episode_id=episode_id,
                 task_id=task.task_id,
@@ -242,7 +237,7 @@ class SimulationWorker:
                 seed=task.seed,
             )
         )
-        await self.producer.publish(
+        ctx.emit(
             EpisodeEnded(
                 episode_id=episode_id,
                 task_id=task.task_id,
@@ -266,23 +261,19 @@ class SimulationWorker:
         )
 
     async def run(self, *, idle_timeout: float | None = None) -> None:
-        """Consume tasks until :meth:`request_stop`, SIGINT or SIGTERM (or ``idle_timeout`` s
-        without tasks)."""
-        assert self._consumer is not None, "start() the worker first"
-        with aio.stop_on_signals(self.request_stop):
-            await self._consumer.run(idle_timeout=idle_timeout)
+        """Join the task group and run tasks until :meth:`request_stop`, SIGINT or SIGTERM
+        (or ``idle_timeout`` s without tasks)."""
+        assert self._actors is not None, "start() the worker first"
+        await self.runtime.serve(idle_timeout=idle_timeout)
 
     def request_stop(self) -> None:
-        """Finish the batch in hand, or cancel its episodes once they have run the consumer's
-        stop grace past the request (their tasks are not committed: they run again), then
+        """Finish the batch in hand, or cancel its episodes once they have run the stop
+        grace past the request (their tasks are not committed: they run again), then
         return from :meth:`run`."""
-        if self._consumer is not None:
-            self._consumer.request_stop()
+        self.runtime.request_stop()
 
     async def stop(self) -> None:
-        """Leave the group, close pools, flush and disconnect."""
-        if self._consumer is not None:
-            await self._consumer.stop()
+        """Close pools, stop following policies, flush and disconnect."""
         if self._actors is not None:
             await self._actors.close()
         await self.watcher.stop()
@@ -292,63 +283,51 @@ class SimulationWorker:
 
 class EpisodeTracker:
     """Counts ``EpisodeEnded`` events of one run group on ``sf.episodes``, from the end of
-    the topic at :meth:`start` on (no consumer group: positions are exact, whichever
-    worker runs the episodes).
+    the topic at :meth:`start` on (a group-less ``TopicReader``: positions are exact,
+    whichever worker runs the episodes).
 
-    Why not ``EventConsumer``: it needs every partition pinned at its end offset when
+    Why no consumer group: every partition must be pinned at its end offset when
     :meth:`start` returns, before the run's tasks are published; a group joins later, in the
     background, and a new group's "latest" is taken at the join, so the first episodes of a
     fast run would be missed. It commits nothing, keeps no state and dead-letters nothing:
     the auditor and the assembler read ``sf.episodes`` in their groups and dead-letter bad
-    records there (a record it cannot decode is not one of this run's ends). A group per
-    ``simulate run`` would also be left behind on the broker."""
+    records there (a record it cannot decode is not one of this run's ends)."""
 
     def __init__(self, settings: Settings, group_id: str) -> None:
         self.settings = settings
         self.group_id = group_id
         self.topic = settings.topic("episodes")
         self.ended: list[EpisodeEnded] = []
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-        )
+        self._reader = TopicReader(settings, "episode-tracker")
 
     async def start(self) -> None:
         """Pin every partition at its current end (the client is closed if that fails)."""
+        await self._reader.start()
         try:
-            await self._pin_to_end()
+            try:
+                parts = await self._reader.partitions([self.topic])
+            except TopicMissing:
+                raise EnvError(
+                    f"topic {self.topic} does not exist; run `safactory topics create`"
+                ) from None
+            await self._reader.open(parts, start="end")
         except BaseException:
-            await self._consumer.stop()
+            await self._reader.stop()
             raise
-
-    async def _pin_to_end(self) -> None:
-        rows = {row["topic"]: row for row in await describe_topics(self.settings)}
-        count = int(rows[self.topic]["partitions"]) if self.topic in rows else 0  # type: ignore[call-overload]
-        if not count:
-            raise EnvError(f"topic {self.topic} does not exist; run `safactory topics create`")
-        await self._consumer.start()
-        tps = [TopicPartition(self.topic, p) for p in range(count)]
-        self._consumer.assign(tps)
-        await self._consumer.seek_to_end(*tps)
-        for tp in tps:
-            await self._consumer.position(tp)
 
     async def poll(self, timeout_ms: int = 200) -> list[EpisodeEnded]:
         """New episode ends of this group since the last poll."""
-        batches = await self._consumer.getmany(timeout_ms=timeout_ms)
         new = []
-        for records in batches.values():
-            for record in records:
-                try:
-                    event = codec.decode(record.value, record.headers)
-                except DecodeError:
-                    continue
-                if isinstance(event, EpisodeEnded) and event.group_id == self.group_id:
-                    new.append(event)
+        for record in await self._reader.read(timeout_ms=timeout_ms):
+            try:
+                event = codec.decode(record.value, record.headers)
+            except DecodeError:
+                continue
+            if isinstance(event, EpisodeEnded) and event.group_id == self.group_id:
+                new.append(event)
         self.ended.extend(new)
         return new
 
     async def stop(self) -> None:
         """Disconnect."""
-        await self._consumer.stop()
+        await self._reader.stop()

@@ -3,6 +3,7 @@
 What it runs, all real processes on a broker of its own (or a 3-node cluster, ``--cluster``):
 
     safactory worker audit · safactory worker assemble · safactory worker sink
+    safactory worker score · safactory worker skills
     safactory simulate worker (tools env, random policy: a share of the steps)
     the campaign's own fast agent (bench/chaos_agent.py: the bulk of the steps)
 
@@ -14,7 +15,8 @@ Then it drains: waits until every consumer group's lag on the run's topics is 0 
 topics and tables stop changing, stops the workers with SIGINT (reporting any that had to be
 killed), reads the topics to their end offsets and the LanceDB tables, and prints and writes
 (``--out``) the figures: rows lost / duplicated per table, steps in no trajectory,
-trajectories complete, dead letters by reason, each worker's memory over time.
+trajectories complete, trajectories never scored, distillable trajectories in no skill,
+dead letters by reason, each worker's memory over time.
 
 Target: 0 lost, 0 duplicated, 0 steps outside their trajectory, memory flat after warm-up.
 
@@ -40,11 +42,17 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.errors import KafkaError
-from chaos_agent import SyntheticAgent  # bench/ is on sys.path when this file is run
-from chaos_count import TABLE_TOPICS, figures, read_tables, read_topics, topic_partitions
-from chaos_rss import RssSampler
 
 from safactory.agents.worker import suite_tasks
+from safactory.bench.chaos_agent import SyntheticAgent
+from safactory.bench.chaos_count import (
+    TABLE_TOPICS,
+    figures,
+    read_tables,
+    read_topics,
+    topic_partitions,
+)
+from safactory.bench.chaos_rss import RssSampler
 from safactory.cli.demo_fleet import Fleet, Worker
 from safactory.infra.broker import LocalBroker
 from safactory.infra.cluster import LocalCluster
@@ -144,6 +152,8 @@ class Campaign:
                 "--maintain-every",
                 "60",
             ],
+            "score": ["worker", "score", "--group", f"{self.run}-score"],
+            "skills": ["worker", "skills", "--group", f"{self.run}-skills"],
             "simulate": [
                 "simulate",
                 "worker",
@@ -373,15 +383,11 @@ async def until_joined(campaign: Campaign, groups: int, timeout_s: float) -> Non
 
 async def snapshot(settings: Settings, db: Path) -> tuple[int, dict[str, Any], tuple[Any, ...]]:
     """(total lag, lag per group and where, a fingerprint of end offsets and table sizes)."""
-    from aiokafka import AIOKafkaConsumer
+    from safactory.infra.reader import TopicReader
 
     partitions = await topic_partitions(settings)
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap)
-    await consumer.start()
-    try:
-        ends = await consumer.end_offsets(partitions)
-    finally:
-        await consumer.stop()
+    async with TopicReader(settings, "chaos-drain") as reader:
+        ends = await reader.last_offsets(partitions)
     admin = admin_client(settings)
     await admin.start()
     try:
@@ -589,6 +595,7 @@ def verdict(result: dict[str, Any]) -> dict[str, Any]:
     """The headline: the four targets and whether each was met."""
     tables = result["tables"]
     lost = sum(t["lost"] for t in tables.values()) + result["steps"]["acked_but_missing"]
+    lost += result["scores"]["trajectories_never_scored"] + result["skills"]["in_no_skill"]
     duplicated = sum(t["duplicated"] for t in tables.values())
     orphans = max(result["steps"]["in_no_trajectory"], result["steps"]["in_no_stored_trajectory"])
     slopes = {name: s["longest"].get("slope_mb_per_min") for name, s in result["rss"].items()}
@@ -646,6 +653,11 @@ def report(result: dict[str, Any]) -> str:
         ("trajectories complete / incomplete", f"{tr['complete']} / {tr['incomplete']}"),
         ("episodes with more than one trajectory", tr["episodes_with_several"]),
         ("trajectories completed by", tr["completed_by"]),
+        ("trajectories never scored (sf.scores)", result["scores"]["trajectories_never_scored"]),
+        (
+            "distillable trajectories / in no skill",
+            f"{result['skills']['distillable']} / {result['skills']['in_no_skill']}",
+        ),
     ]:
         lines.append(f"  {label:<44}{value}")
     letters = ", ".join(f"{k} ×{n}" for k, n in result["dead_letters"].items())

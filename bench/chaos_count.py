@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from safactory.infra.config import Settings
+from safactory.infra.reader import TopicReader
 from safactory.infra.topics import admin_client
 from safactory.schemas import headers as h
 from safactory.schemas import step_id
@@ -55,6 +56,14 @@ class TopicCensus:
     trajectories: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     """Episode → its distinct trajectories: {event_id, steps (indices), completed_by}."""
     dead_letters: Counter[str] = field(default_factory=Counter)
+    flagged: set[str] = field(default_factory=set)
+    """Verdict ids that did not allow (a skill's lesson comes from one)."""
+    lessons_due: dict[str, tuple[list[str], bool]] = field(default_factory=dict)
+    """Episode → (its trajectory's verdict ids, whether it failed): what skills need."""
+    scored: set[str] = field(default_factory=set)
+    """Episodes with a score on sf.scores."""
+    taught: set[str] = field(default_factory=set)
+    """Episodes some skill on sf.skills names as a source."""
 
     def fold(self, topic: str, value: bytes | None, headers: Iterable[tuple[str, bytes]]) -> None:
         """Take one record of catalogue topic ``topic`` into account."""
@@ -79,9 +88,22 @@ class TopicCensus:
             self.started.add(event["episode_id"])
         elif schema == "episode_ended":
             self.ended[event["episode_id"]] = int(event.get("num_steps") or 0)
-        elif schema == "verdict" and event.get("step_index") is not None:
-            self.judged.add(event["source_event_id"])
-        elif schema == "trajectory" and new:
+        elif schema == "verdict":
+            if event.get("step_index") is not None:
+                self.judged.add(event["source_event_id"])
+            if event.get("decision") not in ("allow", "checker_error"):
+                self.flagged.add(event_id)
+        elif schema == "score":
+            self.scored.add(event["episode_id"])
+        elif schema == "skill":
+            self.taught.update(event.get("source_episode_ids", []))
+        if schema == "trajectory":
+            failed = event.get("outcome") in ("failure", "error", "truncated", "abandoned")
+            self.lessons_due[event["episode_id"]] = (
+                list(event.get("verdict_ids", [])),
+                failed and bool(event.get("steps")),
+            )
+        if schema == "trajectory" and new:
             self.trajectories[event["episode_id"]].append(
                 {
                     "event_id": event_id,
@@ -121,32 +143,11 @@ async def read_topics(settings: Settings, names: Iterable[str]) -> TopicCensus:
     partitions = await topic_partitions(settings, by_topic)
     if not partitions:
         return census
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        max_partition_fetch_bytes=8 * 1024 * 1024,
-        fetch_max_bytes=64 * 1024 * 1024,
-    )
-    await consumer.start()
-    try:
-        ends = await consumer.end_offsets(partitions)
-        todo = {tp for tp, end in ends.items() if end > 0}
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        while todo:
-            batches = await consumer.getmany(*todo, timeout_ms=2000, max_records=5000)
-            for tp, records in batches.items():
-                for record in records:
-                    if record.offset < ends[tp]:
-                        census.fold(by_topic[tp.topic], record.value, record.headers)
-                if records and records[-1].offset + 1 >= ends[tp]:
-                    todo.discard(tp)
-            for tp in list(todo):  # an end offset past the last record (e.g. compaction)
-                if await consumer.position(tp) >= ends[tp]:
-                    todo.discard(tp)
-    finally:
-        await consumer.stop()
+    async with TopicReader(settings, "chaos-census", committed_only=False) as reader:
+        await reader.open(partitions, until="end")  # read raw, not through the codec
+        async for records in reader:
+            for record in records:
+                census.fold(by_topic[record.topic], record.value, record.headers)
     return census
 
 
@@ -248,6 +249,10 @@ def figures(
             "orphan_examples": sorted(f"{step_ids[s][0]}#{step_ids[s][1]}" for s in orphans)[:10],
         },
         "trajectories": _trajectory_figures(topics),
+        "scores": {
+            "trajectories_never_scored": len(set(topics.lessons_due) - topics.scored),
+        },
+        "skills": _skill_figures(topics),
         "dead_letters": dict(topics.dead_letters.most_common()),
     }
 
@@ -289,4 +294,20 @@ def _trajectory_figures(topics: TopicCensus) -> dict[str, Any]:
         "complete": complete,
         "incomplete": incomplete,
         "completed_by": dict(by_completion),
+    }
+
+
+def _skill_figures(topics: TopicCensus) -> dict[str, Any]:
+    """Trajectories that must teach something (a verdict that did not allow, or a failure)
+    and those no skill names: the skills worker lost them."""
+    due = {
+        episode
+        for episode, (verdicts, failed) in topics.lessons_due.items()
+        if failed or any(v in topics.flagged for v in verdicts)
+    }
+    missing = due - topics.taught
+    return {
+        "distillable": len(due),
+        "in_no_skill": len(missing),
+        "examples": sorted(missing)[:10],
     }

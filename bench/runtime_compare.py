@@ -1,5 +1,5 @@
-"""Which stream-processor runtime: faust-streaming or the project's own (``infra.consumer``
-with ``infra.changelog``), measured side by side on one broker in one run.
+"""Which stream-processor runtime: faust-streaming or the project's own (``infra.processor``
+with its ``ChangelogStore``), measured side by side on one broker in one run.
 
     python bench/runtime_compare.py [--rate 2000] [--seconds 20] [--kills 10] [--episodes 2000]
 
@@ -32,12 +32,11 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-
-from safactory.infra.changelog import read_latest
 from safactory.infra.config import Settings
-from safactory.infra.consumer import Delivery, EventConsumer
+from safactory.infra.consumer import Delivery
+from safactory.infra.processor import Context, Processor, Runtime
 from safactory.infra.producer import EventProducer
+from safactory.infra.reader import TopicReader
 from safactory.infra.topics import TopicSpec, create_topics
 from safactory.schemas import Action, Decision, Severity, Step, Verdict, codec, derive_id
 
@@ -121,63 +120,33 @@ def serve_faust(settings: Settings, mode: str, home: Path) -> None:
 
 
 async def serve_own(settings: Settings, mode: str) -> None:
-    """The processor on ``EventConsumer`` with state in ``infra.changelog``."""
-    await create_topics(settings, [STATE])
-    state_topic = settings.topic(STATE.name)
-    seen: dict[int, dict[bytes, set[str]]] = {}
-    async with EventProducer(settings) as producer:
+    """The processor on ``infra.processor`` with its state in a ``ChangelogStore``."""
 
-        async def restore(assigned: set[TopicPartition]) -> None:
-            new = {tp.partition for tp in assigned} - set(seen)
-            for number, records in (await read_latest(settings, state_topic, new)).items():
-                seen[number] = {k: set(r.value.decode().split(",")) for k, r in records.items()}
+    async def handle(record: Delivery, ctx: Context) -> None:
+        step = record.event
+        assert isinstance(step, Step) and ctx.state is not None
+        if mode == "echo":
+            ctx.emit(_verdict(step, "echo"))
+            return
+        indexes = set((ctx.state.get(step.episode_id, "seen") or b"").decode().split(","))
+        indexes.discard("")
+        if "done" in indexes:
+            return
+        indexes.add(str(step.step_index))
+        if len(indexes) == STEPS_PER_EPISODE:
+            ctx.emit(_verdict(step, "count", True))
+            indexes = {"done"}
+        ctx.state.set(step.episode_id, "seen", ",".join(sorted(indexes)).encode())
 
-        async def release(revoked: set[TopicPartition]) -> None:
-            for tp in revoked:
-                seen.pop(tp.partition, None)
-
-        async def handle(batch: list[Delivery]) -> None:
-            outputs, writes = [], []
-            for d in batch:
-                step = d.event
-                assert isinstance(step, Step)
-                if mode == "echo":
-                    outputs.append(await producer.send(_verdict(step, "echo")))
-                    continue
-                table = seen.get(d.partition)
-                if table is None:
-                    continue
-                key = step.episode_id.encode()
-                indexes = table.setdefault(key, set())
-                if "done" in indexes:
-                    continue
-                indexes.add(str(step.step_index))
-                if len(indexes) == STEPS_PER_EPISODE:
-                    outputs.append(await producer.send(_verdict(step, "count", True)))
-                    indexes.clear()
-                    indexes.add("done")
-                writes.append((key, ",".join(sorted(indexes)).encode(), d.partition))
-            await asyncio.gather(*outputs)  # outputs first, then the state behind them
-            await asyncio.gather(
-                *[
-                    await producer.send_raw(state_topic, key=k, value=v, headers=[], partition=p)
-                    for k, v, p in writes
-                ]
-            )
-
-        consumer = EventConsumer(
-            ["steps"],
-            f"bench-{mode}",
-            batch_handler=handle,
-            settings=settings,
-            dlq_producer=producer,
-            on_assigned=restore,
-            on_revoked=release,
-        )
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, consumer.request_stop)
-        async with consumer:
-            await consumer.run()
+    processor = Processor(
+        "bench",
+        inputs=("steps",),
+        outputs=("verdicts",),
+        state=STATE,
+        handle=handle,
+        group=f"bench-{mode}",
+    )
+    await Runtime(settings, processor, worker="audit").serve()
 
 
 # ---------------------------------------------------------------------- the driver
@@ -229,24 +198,16 @@ class Outputs:
         self.last_arrival = time.monotonic()
 
     async def follow(self, stop: asyncio.Event) -> None:
-        consumer = AIOKafkaConsumer(
-            self.settings.topic("verdicts"),
-            bootstrap_servers=self.settings.kafka_bootstrap,
-            auto_offset_reset="earliest",
-            group_id=None,
-        )
-        await consumer.start()
-        try:
+        async with TopicReader(self.settings, "bench-outputs", committed_only=False) as reader:
+            await reader.open(await reader.partitions([self.settings.topic("verdicts")], wait_s=30))
             while not stop.is_set():
-                for records in (await consumer.getmany(timeout_ms=200)).values():
-                    now = time.time()
-                    for r in records:
-                        v = codec.decode(r.value, r.headers)
-                        self.latency.append(now - v.produced_at)
-                        self.by_episode[v.episode_id] += 1
-                        self.last_arrival = time.monotonic()
-        finally:
-            await consumer.stop()
+                records = await reader.read(timeout_ms=200)
+                now = time.time()
+                for r in records:
+                    v = codec.decode(r.value, r.headers)
+                    self.latency.append(now - v.produced_at)
+                    self.by_episode[v.episode_id] += 1
+                    self.last_arrival = time.monotonic()
 
 
 def pct(values: list[float], q: float) -> float:

@@ -61,6 +61,19 @@ def _merge_insert(table):
     return lambda batch: table.merge_insert("event_id").when_not_matched_insert_all().execute(batch)
 
 
+def sink_ratio(rows: int = 10_000, batch: int = 1000) -> float:
+    """The sink's rows/s over a raw append of the same rows, one round each in a fresh
+    database (``bench/quick.py``)."""
+    root = Path(tempfile.mkdtemp(prefix="sink-quick-"))
+    deliveries = make_deliveries(rows)
+    chunks = [deliveries[i : i + batch] for i in range(0, rows, batch)]
+    schema = table_schema("steps")
+    arrow = [pa.Table.from_pydict(COLUMNS["steps"](c), schema) for c in chunks]
+    raw = timed(open_db(root / "raw").create_table("raw", schema=schema).add, arrow)
+    sink = timed(LanceSink(root / "sink").write_batch, chunks)
+    return raw / sink
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20_000, help="rows per path")
@@ -107,7 +120,7 @@ def main() -> None:
         rate = statistics.median(values)
         print(f"{name:>18}: {rate:10.0f} rows/s  ({rate / raw_rate:6.1%} of raw)")
     if args.embed_sample:
-        from safactory.sinks.embed import MiniLMEmbedder
+        from safactory.infra.embedding import MiniLM as MiniLMEmbedder
 
         texts = [step_text(d.event) for d in deliveries[: args.embed_sample]]  # type: ignore[arg-type]
         embedder = MiniLMEmbedder()

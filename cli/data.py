@@ -59,7 +59,7 @@ def sink(
     """
     from datetime import timedelta
 
-    from ..sinks.embed import MiniLMEmbedder
+    from ..infra.embedding import MiniLM as MiniLMEmbedder
     from ..sinks.worker import SinkOptions, run_sink
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
@@ -250,7 +250,7 @@ def query(
     )
     embedder = None
     if like is not None and table in ("steps", "skills"):
-        from ..sinks.embed import MiniLMEmbedder
+        from ..infra.embedding import MiniLM as MiniLMEmbedder
 
         embedder = MiniLMEmbedder()
     try:
@@ -353,7 +353,7 @@ def score(
 
     Components: quality, complexity, IFD (with --model), novelty, safety; and a composite.
     """
-    from ..streams.scoring.embedding import MiniLM
+    from ..infra.embedding import MiniLM
     from ..streams.scoring.perplexity import LMScorer
     from ..streams.scoring.worker import run_scorer
 
@@ -375,9 +375,14 @@ def score(
 
 def skills(
     group: Annotated[str, typer.Option(help=GROUP_HELP)] = "safactory-skills",
-    verdict_wait: Annotated[
-        float, typer.Option(help="seconds to wait for a trajectory's verdicts")
-    ] = 30.0,
+    max_waiting: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="episodes per partition that may wait for their verdicts or trajectory; "
+            "past that the oldest is distilled with what it has",
+        ),
+    ] = 10_000,
     merge_above: Annotated[
         float, typer.Option(help="cosine similarity above which two lessons are one skill")
     ] = 0.9,
@@ -386,19 +391,15 @@ def skills(
     """Distil skills from failed and unsafe trajectories onto sf.skills.
 
     Lessons come from verdict evidence and the step that went wrong; near-duplicates (by
-    embedding) merge into one skill.
+    embedding) merge into one skill. A trajectory waits for every verdict it names.
     """
-    from ..streams.scoring.embedding import MiniLM
+    from ..infra.embedding import MiniLM
     from ..streams.skills.library import SkillLibrary
     from ..streams.skills.worker import run_skills
 
     library = SkillLibrary(MiniLM(), merge_above=merge_above)
     run = run_skills(
-        get_settings(),
-        library,
-        group_id=group,
-        verdict_wait_s=verdict_wait,
-        idle_timeout_s=idle_exit,
+        get_settings(), library, group_id=group, max_waiting=max_waiting, idle_timeout_s=idle_exit
     )
-    stats = aio.run(run)
-    console.print(f"skills worker stopped: {stats}")
+    worker = aio.run(run)
+    console.print(f"skills worker stopped: {worker.stats}, published {worker.published}")

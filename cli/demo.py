@@ -47,6 +47,7 @@ from ..infra.config import Settings
 from ..infra.producer import EventProducer
 from ..infra.topics import create_topics, delete_topics_where
 from ..schemas import Severity, Task, new_id
+from ..trainer.config import Mode, ModelConfig, TrainerConfig, to_toml
 from .demo_fleet import DemoError, Fleet
 from .demo_observer import Observer, Tally
 from .errors import broker_failure, get_settings
@@ -73,8 +74,8 @@ class Profile:
     """The simulation worker's ``--decode``: auto chooses among the menu's commands."""
     shuffle: bool
     """Shuffle each menu by the episode seed (a policy must read the commands)."""
-    trainer: str
-    """Extra ``[trainer]`` keys for this model (TOML lines)."""
+    trainer: dict[str, Any]
+    """Trainer settings for this model (``TrainerConfig`` fields)."""
     threads: int
     """Torch threads of the simulate and train workers (they mostly take turns)."""
 
@@ -88,8 +89,14 @@ PROFILES = {
         max_new_tokens=16,
         decode="auto",
         shuffle=True,
-        trainer="seq_len = 512\nrows_per_micro_batch = 2\nminibatches = 1\n"
-        "keep_checkpoints = 1\nkeep_versions = 2\n",
+        trainer={
+            "seq_len": 512,
+            "rows_per_micro_batch": 2,
+            "minibatches": 1,
+            "keep_checkpoints": 1,
+            "keep_versions": 2,
+            "model": ModelConfig(name="smollm2-135m"),
+        },
         threads=2,
     ),
     "tiny": Profile(
@@ -100,9 +107,19 @@ PROFILES = {
         max_new_tokens=1,
         decode="free",
         shuffle=False,
-        trainer=f'seq_len = 384\nminibatches = 2\n\n[trainer.model]\nname = "tiny"\n'
-        f"hidden_size = 64\nintermediate_size = 128\nnum_layers = 2\nnum_heads = 4\n"
-        f'max_positions = 512\nalphabet = "{LABELS}"\n',
+        trainer={
+            "seq_len": 384,
+            "minibatches": 2,
+            "model": ModelConfig(
+                name="tiny",
+                hidden_size=64,
+                intermediate_size=128,
+                num_layers=2,
+                num_heads=4,
+                max_positions=512,
+                alphabet=LABELS,
+            ),
+        },
         threads=1,
     ),
 }
@@ -110,20 +127,20 @@ HELD_OUT = "-heldout-"
 """In the task ids of evaluation episodes; the trainer never trains on them."""
 
 
-def trainer_toml(workdir: Path, profile: Profile, episodes: int, lr: float) -> str:
+def trainer_config(workdir: Path, profile: Profile, episodes: int, lr: float) -> TrainerConfig:
     """The trainer's configuration for the demo: one update per training round."""
-    name = "" if profile.model == "tiny" else f'\n[trainer.model]\nname = "{profile.model}"\n'
-    return f"""[trainer]
-policy_name = "{POLICY_NAME}"
-mode = "async"
-max_staleness = 1
-batch_size = {episodes}
-max_batch_size = {episodes}
-lr = {lr}
-eval_tasks = "{HELD_OUT}"
-weight_dir = "{workdir / "weights"}"
-checkpoint_dir = "{workdir / "checkpoints"}"
-{profile.trainer}{name}"""
+    return TrainerConfig(
+        policy_name=POLICY_NAME,
+        mode=Mode.ASYNC,
+        max_staleness=1,
+        batch_size=episodes,
+        max_batch_size=episodes,
+        lr=lr,
+        eval_tasks=HELD_OUT,
+        weight_dir=workdir / "weights",
+        checkpoint_dir=workdir / "checkpoints",
+        **profile.trainer,
+    )
 
 
 @dataclass
@@ -547,7 +564,7 @@ def demo(
     workdir.mkdir(parents=True, exist_ok=True)
     db = workdir / "lancedb"
     (workdir / "trainer.toml").write_text(
-        trainer_toml(workdir, profile, options.episodes, options.lr)
+        to_toml(trainer_config(workdir, profile, options.episodes, options.lr))
     )
     fleet = Fleet(workdir / "logs", _child_env(settings.topic_prefix, workdir, db))
     logging.basicConfig(filename=workdir / "logs" / "demo.log", level=logging.INFO, force=True)

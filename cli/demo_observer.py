@@ -1,20 +1,18 @@
 """What the demo sees on its topics: a read-only tally of every event of one demo run.
 
-The observer reads the run's own topics from the beginning without a consumer group (so it
-takes nothing from the workers' groups) and keeps what each stage of the demo waits for:
-episode ends per task, steps, verdicts, alerts by risk type, trajectories, policy versions.
+The observer reads the run's own topics from the beginning with the group-less
+``TopicReader`` (so it takes nothing from the workers' groups) and keeps what each stage of
+the demo waits for: episode ends per task, steps, verdicts, alerts by risk type,
+trajectories, policy versions.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-
 from ..infra.config import Settings
-from ..infra.topics import describe_topics
+from ..infra.reader import TopicMissing, TopicReader
 from ..schemas import (
     Alert,
     DecodeError,
@@ -77,50 +75,32 @@ class Observer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.tally = Tally()
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-        )
+        self._reader = TopicReader(settings, "demo-observer")
 
     async def start(self, wait_s: float = 30.0) -> None:
-        """Assign every partition of the watched topics, from the beginning (waiting up to
+        """Read every partition of the watched topics from the beginning (waiting up to
         ``wait_s`` for topics just created to reach the broker's metadata)."""
-        deadline = asyncio.get_running_loop().time() + wait_s
-        while True:
-            rows = {row["topic"]: row for row in await describe_topics(self.settings)}
-            parts, missing = [], []
-            for name in WATCHED:
-                topic = self.settings.topic(name)
-                if not rows.get(topic, {}).get("exists"):
-                    missing.append(topic)
-                    continue
-                count = int(rows[topic]["partitions"])  # type: ignore[call-overload]
-                parts += [TopicPartition(topic, p) for p in range(count)]
-            if not missing:
-                break
-            if asyncio.get_running_loop().time() > deadline:
-                raise DemoError(f"topics {missing} are not on the broker after {wait_s:g}s")
-            await asyncio.sleep(0.5)
-        await self._consumer.start()
-        self._consumer.assign(parts)
-        await self._consumer.seek_to_beginning(*parts)
+        await self._reader.start()
+        try:
+            parts = await self._reader.partitions(
+                [self.settings.topic(name) for name in WATCHED], wait_s=wait_s
+            )
+        except TopicMissing as exc:
+            await self._reader.stop()
+            raise DemoError(str(exc)) from None
+        await self._reader.open(parts)
 
     async def poll(self, timeout_ms: int = 200) -> int:
         """Read what arrived; returns how many records."""
-        batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=5000)
-        count = 0
-        for records in batches.values():
-            for record in records:
-                count += 1
-                try:
-                    event = codec.decode(record.value, record.headers)
-                except DecodeError:
-                    self.tally.undecodable += 1
-                    continue
-                self._fold(event)
-        return count
+        records = await self._reader.read(timeout_ms=timeout_ms)
+        for record in records:
+            try:
+                event = codec.decode(record.value, record.headers)
+            except DecodeError:
+                self.tally.undecodable += 1
+                continue
+            self._fold(event)
+        return len(records)
 
     def _fold(self, event: object) -> None:
         t = self.tally
@@ -142,4 +122,4 @@ class Observer:
 
     async def stop(self) -> None:
         """Disconnect."""
-        await self._consumer.stop()
+        await self._reader.stop()

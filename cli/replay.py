@@ -254,14 +254,14 @@ def sink(
     Reads each table's topic from its beginning with no consumer group; a dropped table is
     rebuilt whole, an intact one is left as it is (rows are skipped by offset and event id).
     """
+    from ..sinks.backfill import backfill
     from ..sinks.tables import TOPICS
-    from .replay_backfill import backfill
 
     settings = get_settings()
     chosen = table or list(TOPICS)
     embedder = None
     if embed:
-        from ..sinks.embed import MiniLMEmbedder
+        from ..infra.embedding import MiniLM as MiniLMEmbedder
 
         embedder = MiniLMEmbedder()
     try:
@@ -327,7 +327,7 @@ def run(
     first step the checker set alerts on (both sides judged now by the same checkers).
     """
     from ..streams.replay import new_replay_id
-    from . import replay_run as rr
+    from ..streams.replay import rerun as rr
 
     settings = get_settings()
     engine = _engine(checkers, 2.0)

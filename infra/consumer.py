@@ -29,12 +29,13 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
-from aiokafka.errors import KafkaError, MessageSizeTooLargeError, RecordTooLargeError
+from aiokafka.errors import KafkaError
 
-from ..schemas import DeadLetter, DecodeError, Event, codec
+from ..schemas import DecodeError, Event, codec
 from . import metrics
 from .aio import cancelled_by_someone_else, stop_client
 from .config import Settings, get_settings
+from .dead_letters import DeadLetters, DeadLetterStats
 from .producer import EventProducer
 
 log = logging.getLogger(__name__)
@@ -63,26 +64,43 @@ StoreOffsets = Callable[[dict[TopicPartition, int]], None]
 
 
 class ConsumerStats(metrics.Tally):
-    """Counters a consumer keeps (in the metrics registry); nothing is skipped uncounted."""
+    """Counters a consumer keeps (in the metrics registry); nothing is skipped uncounted.
+    Counted per polled batch, never per record (a labelled counter costs microseconds)."""
 
     received = metrics.Count("sf_records_in", "records a consumer received, per topic", "topic")
     handled = metrics.Count("sf_consumer_handled", "decoded records handled")
-    dead_lettered = metrics.Count(
-        "sf_dead_letters",
-        "records sent to the dead-letter topic, per reason and origin topic",
-        "reason",
-        "topic",
-    )
     screened = metrics.Count("sf_consumer_screened", "records a screen passed over")
     handler_retries = metrics.Count("sf_consumer_handler_retries", "handler calls retried")
     abandoned_batches = metrics.Count(
         "sf_consumer_abandoned_batches", "batches abandoned past the stop grace"
     )
 
+    def __init__(self, dead: DeadLetterStats) -> None:
+        super().__init__()
+        self._dead = dead
+
+    @property
+    def dead_lettered(self) -> int:
+        """Records this consumer's group sent to the dead-letter topic."""
+        return self._dead.dead_lettered
+
     @property
     def reasons(self) -> dict[str, int]:
         """Dead letters per reason (``decode``, ``handler``...)."""
-        return self.by("dead_lettered")
+        return self._dead.reasons
+
+
+@dataclass(slots=True)
+class Polled:
+    """One fetched batch: the decoded deliveries, the dead letters of records that did not
+    decode (their acks), and the offsets to mark handled once the deliveries are."""
+
+    deliveries: list[Delivery]
+    dead: list[asyncio.Future[object]]
+    offsets: dict[TopicPartition, int]
+    generation: int
+    records: int
+    """Records fetched (screened and undecodable ones included)."""
 
 
 class EventConsumer:
@@ -126,8 +144,8 @@ class EventConsumer:
         self._attempts = max(1, handler_attempts)
         self._own_dlq = dlq_producer is None
         self._dlq = dlq_producer or EventProducer(self.settings)
-        self.dlq_topic = self.settings.topic("dlq")
-        self.stats = ConsumerStats()
+        self.dead_letters = DeadLetters(self._dlq, group_id)
+        self.stats = ConsumerStats(self.dead_letters.stats)
         self._stopping = asyncio.Event()
         self._polled = asyncio.Event()
         self._commit_interval = commit_interval_ms / 1000
@@ -238,56 +256,94 @@ class EventConsumer:
 
     async def poll_once(self, timeout_ms: int = 1000) -> int:
         """Fetch one batch, handle it, commit it. Returns the number of records seen."""
+        polled = await self.fetch(timeout_ms)
+        if polled is None:
+            await self.commit_if_due()
+            return 0
+        with metrics.timed():
+            if self._batch_handler is not None:
+                if polled.deliveries:
+                    await self._batch_handler(polled.deliveries)
+                    self.stats.count("handled", len(polled.deliveries))
+            elif self._handler is not None:
+                handled = 0
+                for delivery in polled.deliveries:
+                    failure = await self._handle(delivery)
+                    if failure is not None:
+                        polled.dead.append(failure)
+                    else:
+                        handled += 1
+                if handled:
+                    self.stats.count("handled", handled)
+        await self.finish(polled)
+        return polled.records
+
+    async def fetch(self, timeout_ms: int = 1000) -> Polled | None:
+        """Fetch one batch and decode it (records that do not decode are dead-lettered, a
+        screen's rejects counted); None when nothing came. Hand the batch back to
+        :meth:`finish` once its deliveries are handled."""
         batches = await self._ready_records(await self._fetch(timeout_ms))
         if not batches:
             self._polled.set()
-            if self._uncommitted and self._commit_due():  # the last batch before a quiet
-                await self.commit()  # spell is committed too: an idle group shows lag 0
-            return 0
+            return None
         generation = self._generation
         dead: list[asyncio.Future[object]] = []
         good: list[Delivery] = []
         offsets: dict[TopicPartition, int] = {}
+        screen = self._screen
+        decode = codec.decode
+        screened = records_seen = 0
         for tp, records in batches.items():
+            self.stats.count("received", len(records), topic=tp.topic)
+            records_seen += len(records)
             for record in records:
-                self.stats.count("received", topic=record.topic)
-                if self._screen is not None and not self._screen(record):
-                    self.stats.screened += 1
+                if screen is not None and not screen(record):
+                    screened += 1
                     continue
                 try:
-                    event = codec.decode(record.value, record.headers)
+                    event = decode(record.value, record.headers)
                 except DecodeError as exc:
                     dead.append(await self._dead_letter(record, f"decode: {exc}"))
                 else:
-                    good.append(_delivery(event, record))
+                    good.append(
+                        Delivery(
+                            event,
+                            record.topic,
+                            record.partition,
+                            record.offset,
+                            record.key,
+                            record.headers,
+                            record.value,
+                        )
+                    )
             offsets[tp] = records[-1].offset + 1
-        with metrics.timed():
-            if self._batch_handler is not None:
-                if good:
-                    await self._batch_handler(good)
-                    self.stats.handled += len(good)
-            else:
-                for delivery in good:
-                    failure = await self._handle(delivery)
-                    if failure is not None:
-                        dead.append(failure)
-        if dead:
-            await asyncio.gather(*dead)
-        if self._generation == generation:
+        if screened:
+            self.stats.count("screened", screened)
+        return Polled(good, dead, offsets, generation, records_seen)
+
+    async def finish(self, polled: Polled) -> None:
+        """The batch's deliveries are handled: wait for its dead letters, mark its offsets
+        handled (unless a rebalance revoked its partitions meanwhile: their new owner reads
+        them again) and commit if the interval is up."""
+        if polled.dead:
+            await asyncio.gather(*polled.dead)
+        if self._generation == polled.generation:
             if self._store_offsets is not None:
-                self._store_offsets(offsets)
+                self._store_offsets(polled.offsets)
             else:
-                self._uncommitted.update(offsets)
-        # else: a rebalance revoked the partitions during the batch; whoever owns them now
-        # reads these records again from the last commit (state built from them may be gone)
-        for tp, offset in offsets.items():
+                self._uncommitted.update(polled.offsets)
+        for tp, offset in polled.offsets.items():
             end = self._consumer.highwater(tp)
             if end is not None:
                 metrics.set_lag(tp.topic, tp.partition, end - offset)
         self._polled.set()
-        if self._commit_due():
+        await self.commit_if_due()
+
+    async def commit_if_due(self) -> None:
+        """Commit handled offsets if the commit interval is up (also after a quiet poll:
+        the last batch before a quiet spell is committed too, an idle group shows lag 0)."""
+        if self._uncommitted and self._commit_due():
             await self.commit()
-        return sum(len(r) for r in batches.values())
 
     async def _ready_records(
         self, batches: dict[TopicPartition, list[ConsumerRecord]]
@@ -391,12 +447,11 @@ class EventConsumer:
                 self.stats.handler_retries += 1
                 await asyncio.sleep(0.05 * attempt)
             else:
-                self.stats.handled += 1
                 return None
         return None
 
     async def _dead_letter(self, record: ConsumerRecord, reason: str) -> asyncio.Future[object]:
-        return await self.send_dead_letter(
+        return await self.dead_letters.send(
             reason,
             record.topic,
             record.partition,
@@ -410,50 +465,9 @@ class EventConsumer:
         """Send a decoded record that could not be processed to the dead-letter topic
         (its original bytes, the reason and its origin in headers); resolves on ack."""
         value = d.value if d.value is not None else codec.encode(d.event).value
-        return await self.send_dead_letter(
+        return await self.dead_letters.send(
             reason, d.topic, d.partition, d.offset, d.key, value, d.headers
         )
-
-    async def send_dead_letter(
-        self,
-        reason: str,
-        topic: str,
-        partition: int,
-        offset: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[tuple[str, bytes]] | None,
-    ) -> asyncio.Future[object]:
-        """The one dead-letter path: ``value`` with the reason, its origin (``partition`` and
-        ``offset`` -1 for an output that never reached its topic) and this group in headers,
-        by reference when too large to copy; counted by reason. Resolves on ack."""
-        self.stats.count("dead_lettered", reason=reason.split(":", 1)[0], topic=topic)
-        wire = DeadLetter.wire_headers(headers, reason, topic, partition, offset, self.group_id)
-        origin = (reason, topic, partition, offset, self.group_id)
-        limit = codec.MAX_PAYLOAD_BYTES - codec.RECORD_OVERHEAD_BYTES
-        if codec.record_size(key, value, wire) > limit:
-            # too large for a topic made like the catalogue's: keep a reference, not a copy
-            key, value, wire = DeadLetter.by_reference(key, value, headers, *origin)
-            return await self._dlq.send_raw(self.dlq_topic, key=key, value=value, headers=wire)
-        whole = await self._dlq.send_raw(self.dlq_topic, key=key, value=value, headers=wire)
-
-        async def whole_or_reference() -> object:
-            """The whole copy's ack; if the dead-letter topic refuses it as too large (a
-            smaller max.message.bytes there), a reference's ack instead: never a crash."""
-            try:
-                return await whole
-            except (MessageSizeTooLargeError, RecordTooLargeError) as exc:
-                log.warning(
-                    "dead letter of %s@%s too large (%r): sent by reference", topic, offset, exc
-                )
-                ref = DeadLetter.by_reference(key, value, headers, *origin)
-                return await (
-                    await self._dlq.send_raw(
-                        self.dlq_topic, key=ref[0], value=ref[1], headers=ref[2]
-                    )
-                )
-
-        return asyncio.ensure_future(whole_or_reference())
 
 
 class AssignmentFailed(RuntimeError):
@@ -499,15 +513,3 @@ class _CommitOnRevoke(ConsumerRebalanceListener):
     def _fail(self, exc: BaseException) -> None:
         log.error("%s: on_assigned failed: %r", self._owner.group_id, exc, exc_info=exc)
         self._owner._assign_failed = exc
-
-
-def _delivery(event: Event, record: ConsumerRecord) -> Delivery:
-    return Delivery(
-        event,
-        record.topic,
-        record.partition,
-        record.offset,
-        record.key,
-        record.headers,
-        record.value,
-    )

@@ -14,10 +14,10 @@ import asyncio
 import contextlib
 import logging
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-
 from ..schemas import DecodeError, PolicyVersion, codec
 from .config import Settings
+from .reader import TopicReader
+from .topics import BY_NAME, create_topics
 
 log = logging.getLogger(__name__)
 
@@ -26,24 +26,24 @@ class PolicyWatcher:
     """``latest[name]`` is the newest :class:`PolicyVersion` announced for ``name``."""
 
     def __init__(self, settings: Settings) -> None:
+        self.settings = settings
         self.topic = settings.topic(PolicyVersion.TOPIC)
         self.latest: dict[str, PolicyVersion] = {}
         self.undecodable = 0
-        self._consumer = AIOKafkaConsumer(
-            self.topic,
-            bootstrap_servers=settings.kafka_bootstrap,
-            client_id=f"{settings.client_id}-policy-watcher",
-            group_id=None,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-        )
+        self._reader = TopicReader(settings, "policy-watcher", committed_only=False)
         self._read = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, catch_up_s: float = 30.0) -> None:
         """Connect, read the announcements made so far (up to ``catch_up_s``, so the first
         question already gets the latest version), then follow in the background."""
-        await self._consumer.start()
+        await create_topics(self.settings, [BY_NAME[PolicyVersion.TOPIC]])
+        await self._reader.start()
+        try:
+            await self._reader.open(await self._reader.partitions([self.topic], wait_s=30))
+        except BaseException:
+            await self._reader.stop()
+            raise
         self._task = asyncio.create_task(self._follow(), name="policy-watcher")
         if not await self._caught_up(catch_up_s):
             log.warning("policy watcher: not caught up with %s after %gs", self.topic, catch_up_s)
@@ -54,7 +54,7 @@ class PolicyWatcher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self._consumer.stop()
+        await self._reader.stop()
 
     async def __aenter__(self) -> PolicyWatcher:
         await self.start()
@@ -79,10 +79,8 @@ class PolicyWatcher:
     async def _follow(self) -> None:
         try:
             while True:
-                batches = await self._consumer.getmany(timeout_ms=500)
-                for records in batches.values():
-                    for record in records:
-                        self._fold(record.key, record.value, record.headers)
+                for record in await self._reader.read(timeout_ms=500):
+                    self._fold(record.key, record.value, record.headers)
                 async with self._read:
                     self._read.notify_all()
         finally:  # waiters see that nothing more will come (see _alive)
@@ -118,20 +116,4 @@ class PolicyWatcher:
 
     async def _caught_up(self, timeout_s: float) -> bool:
         """Whether every record on the topic at the call was read within ``timeout_s``."""
-        ends: dict[TopicPartition, int] | None = None
-        try:
-            async with asyncio.timeout(timeout_s):
-                async with self._read:
-                    while True:
-                        assigned = self._consumer.assignment()
-                        if assigned and ends is None:
-                            ends = await self._consumer.end_offsets(list(assigned))
-                        if ends is not None and all(
-                            [await self._consumer.position(tp) >= end for tp, end in ends.items()]
-                        ):
-                            return True
-                        if not self._alive():
-                            return False
-                        await self._read.wait()
-        except TimeoutError:
-            return False
+        return await self._reader.caught_up(timeout_s)

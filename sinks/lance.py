@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from lancedb.index import FTS, Bitmap, BTree, IvfSq
 
+from ..infra.embedding import TextEmbedder as Embedder
 from .base import BatchSink, Columns
-from .embed import Embedder
 from .tables import COLUMNS, EMBEDDED_TABLES, SCALAR_INDEXES, TABLE_OF, table_schema
 
 VECTOR_INDEX_MIN_ROWS = 20_000

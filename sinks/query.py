@@ -9,8 +9,8 @@ from pathlib import Path
 import lancedb
 import pyarrow as pa
 
+from ..infra.embedding import TextEmbedder as Embedder
 from ..schemas import Severity
-from .embed import Embedder
 from .lance import open_db, sql_quote
 
 TABLES = ("steps", "episodes", "verdicts", "trajectories", "scores", "skills")

@@ -1,16 +1,17 @@
-"""The sink worker: consume the factory's topics in batches into LanceDB, maintain it.
+"""``safactory worker sink``: the factory's topics in, LanceDB tables out.
 
 Every LanceDB write is a commit, and every commit a new table version with its own manifest,
-so the worker gathers deliveries (up to ``max_records`` or ``gather_s`` seconds) and writes
-them in one commit per table; Kafka offsets commit only after that write (at-least-once; the
-sink drops ids it already holds). Compaction and cleanup of old untagged versions run every
-``maintain_every_s`` seconds that saw writes, keeping ``keep_versions`` of history.
+so the processor gathers records (up to ``max_records`` or ``gather_s`` seconds) and writes
+each batch in one commit per table (``sinks/base.py``: resume past stored offsets, drop ids
+already held); the runtime commits the offsets only after that write. Compaction, indexes
+and cleanup of untagged versions older than ``keep_versions`` run in a child process every
+``maintain_every_s`` seconds that saw writes, never at the same time as a write. A disk that
+refuses writes (``OSError``) stops the worker instead of dead-lettering what it reads.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sys
 import time
@@ -18,10 +19,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from ..infra import aio, metrics
 from ..infra.config import Settings
-from ..infra.consumer import Delivery, EventConsumer
-from .embed import Embedder
+from ..infra.consumer import Delivery
+from ..infra.embedding import TextEmbedder as Embedder
+from ..infra.processor import Context, Processor, Runtime, Tick, Timer
 from .lance import LanceSink
 from .tables import TOPICS
 
@@ -48,66 +49,68 @@ class SinkOptions:
     """Return after this long without records (tests, one-shot backfills); None: run on."""
 
 
+class SinkWorker:
+    """The sink processor: batches into LanceDB, maintenance on a timer."""
+
+    def __init__(
+        self, settings: Settings, options: SinkOptions, embedder: Embedder | None = None
+    ) -> None:
+        self.options = options
+        self.sink = LanceSink(options.db_path, embedder=embedder)
+        self._writing = asyncio.Lock()  # a batch or a maintenance pass, never both at once
+        self._maintained_at = 0
+        self._maintenance: asyncio.Task[None] | None = None
+        self.processor = Processor(
+            "sink",
+            inputs=options.topics,
+            handle_batch=self.write,
+            timers=(Timer(options.maintain_every_s, self.maintain),),
+            group=options.group_id,
+            max_records=options.max_records,
+            gather_s=options.gather_s,
+            fatal=(OSError,),
+        )
+        self.runtime = Runtime(settings, self.processor)
+
+    async def write(self, records: list[Delivery], ctx: Context) -> None:
+        """Write one gathered batch durably (one commit per table)."""
+        async with self._writing:
+            await self.sink.handle(records)
+        log.info("batch of %d: %s", len(records), self.sink.stats)
+
+    async def maintain(self, tick: Tick) -> None:
+        """Timer: start a maintenance pass if something was written since the last one
+        (in the background: consumption goes on, writes wait for the pass)."""
+        running = self._maintenance is not None and not self._maintenance.done()
+        if not running and self.sink.stats.batches != self._maintained_at:
+            self._maintained_at = self.sink.stats.batches
+            self._maintenance = asyncio.create_task(self._pass())
+
+    async def _pass(self) -> None:
+        async with self._writing:
+            await _maintain(self.sink, self.options.keep_versions)
+
+    async def serve(self) -> LanceSink:
+        """Run until SIGINT / SIGTERM (or idle); an idle exit leaves indexed tables."""
+        for name in self.sink.tables():
+            self.sink.watermark(name)  # resume point, read once
+        try:
+            await self.runtime.serve(idle_timeout=self.options.idle_timeout_s)
+        finally:
+            if self._maintenance is not None and self.runtime.stopping:
+                self._maintenance.cancel()  # stop promptly: a pass under way is abandoned
+        if self._maintenance is not None:
+            await asyncio.gather(self._maintenance, return_exceptions=True)
+        if not self.runtime.stopping:
+            await self._pass()
+        return self.sink
+
+
 async def run_sink(
     settings: Settings, options: SinkOptions, embedder: Embedder | None = None
 ) -> LanceSink:
-    """Run until SIGINT / SIGTERM (or idle): write each gathered batch, then commit its
-    offsets; maintain the tables on schedule. An idle exit also builds missing indexes."""
-    metrics.serve(settings, "sink")
-    sink = LanceSink(options.db_path, embedder=embedder)
-    for name in sink.tables():
-        sink.watermark(name)  # resume point, read once
-    writing = asyncio.Lock()  # one writer: a batch or maintenance, never both at once
-
-    async def write(deliveries: list[Delivery]) -> None:
-        async with writing:
-            await sink.handle(deliveries)
-        log.info("batch of %d: %s", len(deliveries), sink.stats)
-
-    finished = asyncio.Event()
-
-    async def maintain_on_schedule() -> None:
-        maintained_at = 0
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(finished.wait(), options.maintain_every_s)
-            last = finished.is_set()  # an idle exit: a last pass leaves indexed tables
-            if last or sink.stats.batches != maintained_at:  # or something was written
-                maintained_at = sink.stats.batches
-                async with writing:
-                    await _maintain(sink, options.keep_versions)
-            if last:
-                return
-
-    consumer = EventConsumer(
-        options.topics,
-        settings.group(options.group_id),
-        batch_handler=write,
-        settings=settings,
-        max_records=options.max_records,
-        gather_s=options.gather_s,
-    )
-    signalled: list[bool] = []
-
-    def request_stop() -> None:
-        signalled.append(True)
-        consumer.request_stop()
-
-    with aio.stop_on_signals(request_stop):
-        async with consumer:
-            maintenance = asyncio.create_task(maintain_on_schedule())
-            try:
-                await consumer.run(idle_timeout=options.idle_timeout_s)
-            except BaseException:
-                maintenance.cancel()
-                raise
-            if signalled:  # stop promptly: a pass under way ends in its thread
-                maintenance.cancel()
-            else:
-                finished.set()
-        if not signalled:
-            await maintenance
-    return sink
+    """Sink the topics into ``options.db_path`` until stopped (or idle)."""
+    return await SinkWorker(settings, options, embedder).serve()
 
 
 async def _maintain(sink: LanceSink, keep_versions: timedelta) -> None:

@@ -28,6 +28,7 @@ Example ``trainer.toml`` (every key optional; see :class:`TrainerConfig` for all
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from enum import StrEnum
@@ -217,3 +218,30 @@ def load_config(path: Path | None, **overrides: object) -> TrainerConfig:
             for e in exc.errors(include_url=False)
         )
         raise ConfigError(f"{where}: {problems}") from None
+
+
+def to_toml(config: TrainerConfig) -> str:
+    """``config`` as a ``trainer.toml`` that :func:`load_config` reads back equal (the keys
+    that differ from the defaults; tables for the nested configs)."""
+    data = config.model_dump(mode="json", exclude_defaults=True)
+    lines = ["[trainer]"]
+    tables: list[tuple[str, dict[str, object]]] = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            tables.append((f"trainer.{key}", value))
+        else:
+            lines.append(f"{key} = {_toml_value(value)}")
+    for name, table in tables:
+        lines += ["", f"[{name}]", *(f"{k} = {_toml_value(v)}" for k, v in table.items())]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: object) -> str:
+    """One TOML value: JSON's strings, numbers and arrays are TOML's (bools are lower case)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if value is None:
+        raise ValueError("TOML has no null: leave the key out")
+    return json.dumps(value)

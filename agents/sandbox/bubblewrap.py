@@ -8,18 +8,26 @@ Layout of one sandbox's state directory (on a size-limited tmpfs when we may mou
     merged/        mount point (mounted only inside each command's private mount namespace)
     outbound.sock  the fake outbound endpoint (see :mod:`.outbound`)
 
-Each command runs as ``unshare --mount`` → ``mount -t overlay`` → ``bwrap``: the overlay
-exists only in that command's mount namespace, so nothing is left mounted on the host if
-the process dies. Inside: no network, own PID/IPC/UTS/user/cgroup namespaces, an
-unprivileged user (``agent``, uid 1000) with every capability dropped, host ``/usr`` read
-only, a fresh ``/proc`` and minimal ``/dev``.
+A *session* is one ``unshare --mount`` → ``mount -t overlay`` → ``bwrap`` start: the overlay
+exists only in the session's mount namespace, so nothing is left mounted on the host if the
+process dies. Inside: no network, own PID/IPC/UTS/user/cgroup namespaces, an unprivileged
+user (``agent``, uid 1000) with every capability dropped, host ``/usr`` read only, a fresh
+``/proc`` and minimal ``/dev``. In the session runs a small command server (``_SERVER``,
+the host's ``python3`` from the read-only ``/usr``, not dumpable, so the agent can neither
+trace it nor open its pipes); each command is a fresh ``/bin/sh -c`` the server forks,
+moved by the host into the sandbox's cgroup before it may run, its stdout and stderr relayed
+back capped. When a command returns, every process it left is killed (the server sweeps the
+PID namespace, the host empties the cgroup), so commands share only the filesystem, as
+before; a session lasts until the filesystem's layers change (checkpoint, restore) or the
+episode ends (:meth:`Sandbox.end_session`), so an episode costs one bubblewrap start instead
+of one per command (``bench/sim_throughput.py``).
 
-A checkpoint renames ``upper`` to a new frozen layer and starts an empty ``upper`` on top;
-an anchor is the tuple of frozen layers. Restoring discards ``upper`` and mounts the
-anchor's layers again: the merged tree is exactly what it was (deletions are whiteouts
-and permission changes are copy-ups, both inside the frozen layer). A command's processes
-never outlive it (its PID namespace and cgroup are emptied when it returns), so the layers
-plus the environment's own Python state are all the state an anchor has to hold.
+A checkpoint ends the session, renames ``upper`` to a new frozen layer and starts an empty
+``upper`` on top; an anchor is the tuple of frozen layers. Restoring discards ``upper`` and
+mounts the anchor's layers again (the next session does): the merged tree is exactly what it
+was (deletions are whiteouts and permission changes are copy-ups, both inside the frozen
+layer). A command's processes never outlive it, so the layers plus the environment's own
+Python state are all the state an anchor has to hold.
 
 The sandbox cannot grow the host process: a command's stdout and stderr are read in chunks
 and only their first ``Limits.max_output_bytes`` kept, and the outbound endpoint keeps
@@ -39,10 +47,11 @@ import contextlib
 import ctypes
 import hashlib
 import os
-import selectors
+import select
 import shlex
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
 import threading
@@ -73,6 +82,97 @@ _HASH_SCRIPT = r"""cd "$1" && find . -xdev \( -path ./proc -o -path ./dev -o -pa
 -o \( ! -type d ! -type l -printf '%y %m %U %G %s %T@ %p\n' \) \
 | LC_ALL=C sort && find . -xdev \( -path ./proc -o -path ./dev -o -path ./usr -o -path ./opt/sf \
 -o -path ./run/sf \) -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum --"""
+
+
+_SERVER = r"""
+import ctypes, os, selectors, signal, struct, sys
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+CAP = int(sys.argv[1])
+ME = os.getpid()
+def write(data):
+    while data:
+        data = data[os.write(1, data):]
+def send(kind, payload=b""):
+    write(kind + struct.pack(">I", len(payload)) + payload)
+def read(n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            sys.exit(0)
+        data += chunk
+    return data
+def frame():
+    head = read(5)
+    return head[:1], read(struct.unpack(">I", head[1:])[0])
+def sweep():
+    for _ in range(400):
+        others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, ME)]
+        if not others:
+            return
+        for pid in others:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        os.sched_yield()
+send(b"R", str(ME).encode())
+while True:
+    kind, body = frame()
+    cwd, command = body.split(b"\0", 1)
+    gate_r, gate_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(gate_w)
+        os.read(gate_r, 1)
+        os.setsid()
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.closerange(3, 1024)
+        try:
+            os.chdir(cwd)
+        except OSError:
+            pass
+        os.execv("/bin/sh", ["/bin/sh", "-c", command])
+        os._exit(127)
+    for fd in (gate_r, out_w, err_w):
+        os.close(fd)
+    send(b"P", str(pid).encode())
+    frame()
+    os.write(gate_w, b"g")
+    os.close(gate_w)
+    kept = {out_r: bytearray(), err_r: bytearray()}
+    sizes = {out_r: 0, err_r: 0}
+    with selectors.DefaultSelector() as selector:
+        for fd in kept:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            for key, _ in selector.select():
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                sizes[key.fd] += len(chunk)
+                room = CAP - len(kept[key.fd])
+                if room > 0:
+                    kept[key.fd] += chunk[:room]
+    os.close(out_r)
+    os.close(err_r)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    sweep()
+    out, err = bytes(kept[out_r]), bytes(kept[err_r])
+    send(b"D", struct.pack(">iQQI", code, sizes[out_r], sizes[err_r], len(out)) + out + err)
+"""
+"""The command server of a session (see the module docstring): it reads a command, forks a
+shell for it that waits until the host has moved it into the sandbox's cgroup, relays its
+output (the first ``max_output_bytes`` of each stream; the rest is read and dropped), kills
+whatever the command left in the PID namespace and answers with the exit status."""
+_FRAME = struct.Struct(">cI")
+_DONE = struct.Struct(">iQQI")
 
 
 class SandboxError(RuntimeError):
@@ -152,6 +252,7 @@ class Sandbox:
         self._stack: tuple[str, ...] = ()
         self._next_layer = 0
         self._lock = threading.Lock()
+        self._session: _Session | None = None
         self.group = ProcessGroup(self.limits)
         self._seed(files)
         shutil.copystat(self.base, self.upper)
@@ -229,12 +330,15 @@ class Sandbox:
             flags[1:1] = ["--user", "--map-root-user"]
         return flags
 
-    def _mount_script(self, then: str) -> str:
+    def _mount_script(self, then: str, *, join: bool = False) -> str:
+        """Mount the overlay in a private mount namespace, then ``then``; with ``join``,
+        in the sandbox's cgroup (a session stays out of it: its commands are moved in)."""
         options = f"lowerdir={self._lowerdir()},upperdir=upper,workdir=work"
         if self._rootless:
             options += ",userxattr"
+        joined = self.group.join_script() if join else ""
         return (
-            f"{self.group.join_script()}cd {shlex.quote(str(self.root))} && "
+            f"{joined}cd {shlex.quote(str(self.root))} && "
             f"mount -t overlay overlay -o {shlex.quote(options)} merged && {then}"
         )
 
@@ -295,97 +399,74 @@ class Sandbox:
         cwd: str = AGENT_HOME,
         timeout_s: float | None = None,
     ) -> CommandResult:
-        """Run ``command`` with ``/bin/sh -c`` inside the sandbox and wait for it."""
+        """Run ``command`` with ``/bin/sh -c`` inside the sandbox and wait for it (in the
+        session, started if none runs)."""
         if self.closed:
             raise SandboxError("sandbox is closed")
-        options = b"".join(f"{o}\0".encode() for o in self._bwrap_options(cwd))
         with self._lock:
-            # env -i: bwrap's init (the sandbox's /proc/1) keeps bwrap's environment, which
-            # would otherwise carry PWD/OLDPWD host paths from the `cd` above.
-            script = self._mount_script(f'exec env -i {_LAUNCH_ASSIGNMENTS} "$@"')
-            read_end, write_end = os.pipe()
             try:
-                os.write(write_end, options)  # a few host paths: far below a pipe's buffer
-                os.close(write_end)
-                bwrap = ["bwrap", "--args", str(read_end), "--", "/bin/sh", "-c", command]
-                full = [*self._namespace_prefix(), "/bin/sh", "-c", script, "sh", *bwrap]
-                return self._execute(full, timeout_s or self.limits.timeout_s, read_end)
+                session = self._session or self._start_session()
+                return session.run(command, cwd, timeout_s or self.limits.timeout_s)
+            except _SessionLost as lost:  # the command ended the server (kill -9 -1, ...)
+                self._end_session()
+                return CommandResult(exit_code=lost.code, stdout="", stderr=lost.reason)
             finally:
-                os.close(read_end)
+                self.group.kill_all()
+                self.outbound.settle()
 
-    def _execute(self, argv: list[str], timeout_s: float, args_fd: int) -> CommandResult:
+    def end_session(self) -> None:
+        """Stop the running session, if any (the episode ended: free its processes)."""
+        with self._lock:
+            self._end_session()
+
+    def _start_session(self) -> _Session:
+        """One bubblewrap start: the launch chain with the command server inside."""
         nproc = None
         if not self.group.enforces_pids and os.geteuid() != 0:
             nproc = processes_of_this_user() + self.limits.max_processes
+        options = b"".join(f"{o}\0".encode() for o in self._bwrap_options(AGENT_HOME))
+        # env -i: bwrap's init (the sandbox's /proc/1) keeps bwrap's environment, which would
+        # otherwise carry PWD/OLDPWD host paths from the `cd` above.
+        script = self._mount_script(f'exec env -i {_LAUNCH_ASSIGNMENTS} "$@"')
+        server = ["/usr/bin/python3", "-I", "-S", "-c", _SERVER, str(self.limits.max_output_bytes)]
+        read_end, write_end = os.pipe()
         try:
-            with subprocess.Popen(
+            os.write(write_end, options)  # a few host paths: far below a pipe's buffer
+            os.close(write_end)
+            bwrap = ["bwrap", "--args", str(read_end), "--", *server]
+            argv = [*self._namespace_prefix(), "/bin/sh", "-c", script, "sh", *bwrap]
+            proc = subprocess.Popen(
                 [*self.limits.prlimit_argv(nproc), *argv],
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
                 start_new_session=True,
                 env=LAUNCH_ENV,
-                pass_fds=(args_fd,),
-            ) as proc:
-                try:
-                    out, err, timed_out = self._collect(proc, timeout_s)
-                finally:
-                    self._kill(proc)
-                    self.group.kill_all()
+                pass_fds=(read_end,),
+            )
         finally:
-            self.outbound.settle()
-        code = proc.returncode if not timed_out else 124
-        return CommandResult(
-            exit_code=code,
-            stdout=out.text(),
-            stderr=err.text(),
-            timed_out=timed_out,
-            truncated=out.truncated or err.truncated,
-        )
-
-    def _collect(
-        self, proc: subprocess.Popen[bytes], timeout_s: float
-    ) -> tuple[_Capped, _Capped, bool]:
-        """Read the command's stdout and stderr until both close, keeping only their first
-        bytes (the host never holds more than the output cap, whatever the sandbox prints);
-        kill the command at the deadline."""
-        assert proc.stdout is not None and proc.stderr is not None
-        cap = self.limits.max_output_bytes
-        streams = {proc.stdout.fileno(): _Capped(cap), proc.stderr.fileno(): _Capped(cap)}
-        deadline = time.monotonic() + timeout_s
-        timed_out = False
-        with selectors.DefaultSelector() as selector:
-            for fd in streams:
-                selector.register(fd, selectors.EVENT_READ)
-            while selector.get_map():
-                left = deadline - time.monotonic()
-                if left <= 0 and not timed_out:
-                    timed_out = True
-                    self._kill(proc)
-                    self.group.kill_all()
-                ready = selector.select(timeout=_DRAIN_S if timed_out else left)
-                if not ready and timed_out:
-                    break  # killed, yet something still holds the pipes: stop reading
-                for key, _ in ready:
-                    chunk = os.read(key.fd, 65536)
-                    if chunk:
-                        streams[key.fd].add(chunk)
-                    else:
-                        selector.unregister(key.fd)
-        return streams[proc.stdout.fileno()], streams[proc.stderr.fileno()], timed_out
-
-    @staticmethod
-    def _kill(proc: subprocess.Popen[bytes]) -> None:
+            os.close(read_end)
+        self._session = _Session(proc, self.group)
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
+            self._session.ready()
+        except BaseException:
+            self._end_session()
+            raise
+        return self._session
+
+    def _end_session(self) -> None:
+        """Stop the session (the caller holds the lock): its overlay is unmounted with it."""
+        session, self._session = self._session, None
+        if session is not None:
+            session.stop()
+            self.group.kill_all()
 
     # ------------------------------------------------------------------ state
 
     def checkpoint(self) -> tuple[str, ...]:
         """Freeze the live layer; returns the anchor (the stack of frozen layers)."""
         with self._lock:
+            self._end_session()  # the overlay must not be mounted while its layers change
             name = str(self._next_layer)
             self._next_layer += 1
             self.upper.rename(self.layers_dir / name)
@@ -396,6 +477,7 @@ class Sandbox:
     def restore(self, anchor: tuple[str, ...]) -> None:
         """Return the filesystem exactly to ``anchor`` (from :meth:`checkpoint`)."""
         with self._lock:
+            self._end_session()
             for name in anchor:
                 if not (self.layers_dir / name).is_dir():
                     raise SandboxError(f"anchor layer {name!r} does not exist in {self.root}")
@@ -415,6 +497,7 @@ class Sandbox:
     def adopt_layers(self, other: Sandbox, anchor: tuple[str, ...]) -> None:
         """Copy ``other``'s frozen layers of ``anchor`` here and restore to it (branching)."""
         with self._lock:
+            self._end_session()
             for name in anchor:
                 dest = self.layers_dir / name
                 if not dest.exists():
@@ -434,7 +517,8 @@ class Sandbox:
     def listing(self) -> str:
         """The text :meth:`tree_hash` is computed over (read it to debug a mismatch)."""
         with self._lock:
-            script = self._mount_script('exec "$@"')
+            self._end_session()
+            script = self._mount_script('exec "$@"', join=True)
             argv = [
                 *self._namespace_prefix(),
                 "/bin/sh",
@@ -479,12 +563,16 @@ class Sandbox:
             return self.run("echo ok", timeout_s=5).stdout.strip() == "ok"
         except (OSError, SandboxError):
             return False
+        finally:
+            self.end_session()  # a pooled sandbox holds no session while it waits
 
     def close(self) -> None:
         """Kill leftover processes, stop the endpoint, unmount and delete the state."""
         if self.closed:
             return
         self.closed = True
+        with self._lock:
+            self._end_session()
         self.outbound.close()
         self._discard()
 
@@ -513,28 +601,139 @@ class Sandbox:
             self.close()
 
 
-class _Capped:
-    """A stream's first bytes and its total size."""
+class _SessionLost(Exception):
+    """The session's server ended mid-command (the command killed it, or it died)."""
 
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.kept = bytearray()
-        self.size = 0
+    def __init__(self, code: int, reason: str, *, timed_out: bool = False) -> None:
+        super().__init__(reason)
+        self.code, self.reason, self.timed_out = code, reason, timed_out
 
-    def add(self, chunk: bytes) -> None:
-        """Count ``chunk``; keep what still fits under the cap."""
-        self.size += len(chunk)
-        if len(self.kept) < self.cap:
-            self.kept += chunk[: self.cap - len(self.kept)]
 
-    @property
-    def truncated(self) -> bool:
-        """More came than was kept."""
-        return self.size > len(self.kept)
+class _Session:
+    """The host's end of one session: the launch chain and the command server in it."""
 
-    def text(self) -> str:
-        """The kept bytes as text."""
-        return self.kept.decode(errors="replace")
+    def __init__(self, proc: subprocess.Popen[bytes], group: ProcessGroup) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self.proc = proc
+        self.group = group
+        self._to = proc.stdin.fileno()
+        self._from = proc.stdout.fileno()
+        self._buffer = bytearray()
+        self.server = 0
+        """The command server's host pid."""
+
+    def ready(self, timeout_s: float = 15.0) -> None:
+        """Wait for the server's hello; find its host pid (the descendant of the launch
+        chain whose innermost PID is the one it announced)."""
+        _, body = self._expect(b"R", time.monotonic() + timeout_s)
+        inner = int(body)
+        for _ in range(100):
+            found = _descendant_with_inner_pid(self.proc.pid, inner)
+            if found:
+                self.server = found
+                return
+            time.sleep(0.01)
+        raise SandboxError("the sandbox's command server started but cannot be found")
+
+    def run(self, command: str, cwd: str, timeout_s: float) -> CommandResult:
+        """One command: sent, its shell moved into the cgroup and let go, its answer read;
+        at the deadline the cgroup is killed (the answer then says so)."""
+        self._send(b"C", os.fsencode(cwd) + b"\0" + os.fsencode(command))
+        self._expect(b"P", time.monotonic() + _DRAIN_S)
+        for pid in _children(self.server):
+            self.group.adopt(pid)
+        self._send(b"G")
+        timed_out = False
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                _, body = self._expect(b"D", deadline)
+                break
+            except TimeoutError:
+                if timed_out:  # killed, yet no answer: the session goes
+                    raise _SessionLost(124, "", timed_out=True) from None
+                timed_out = True
+                self.group.kill_all()
+                deadline = time.monotonic() + _DRAIN_S
+        code, out_size, err_size, out_len = _DONE.unpack_from(body)
+        out = body[_DONE.size : _DONE.size + out_len]
+        err = body[_DONE.size + out_len :]
+        return CommandResult(
+            exit_code=124 if timed_out else code,
+            stdout=out.decode(errors="replace"),
+            stderr=err.decode(errors="replace"),
+            timed_out=timed_out,
+            truncated=out_size > len(out) or err_size > len(err),
+        )
+
+    def stop(self) -> None:
+        """End the session: the server exits on end of input; whatever remains is killed."""
+        with contextlib.suppress(OSError):
+            os.close(self._to)
+        try:
+            self.proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        with contextlib.suppress(OSError):
+            os.close(self._from)
+
+    def _send(self, kind: bytes, payload: bytes = b"") -> None:
+        data = _FRAME.pack(kind, len(payload)) + payload
+        try:
+            while data:
+                data = data[os.write(self._to, data) :]
+        except OSError as exc:
+            raise _SessionLost(137, f"the sandbox's command server is gone ({exc})") from None
+
+    def _expect(self, kind: bytes, deadline: float) -> tuple[bytes, bytes]:
+        """The next frame, which must be of ``kind``; TimeoutError past ``deadline``."""
+        while True:
+            if len(self._buffer) >= _FRAME.size:
+                got, size = _FRAME.unpack_from(self._buffer)
+                if len(self._buffer) >= _FRAME.size + size:
+                    body = bytes(self._buffer[_FRAME.size : _FRAME.size + size])
+                    del self._buffer[: _FRAME.size + size]
+                    if got != kind:
+                        raise _SessionLost(137, f"the command server said {got!r}, not {kind!r}")
+                    return got, body
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self._from], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self._from, 65536)
+            if not chunk:
+                raise _SessionLost(137, "the sandbox's command server ended")
+            self._buffer += chunk
+
+
+def _children(pid: int) -> list[int]:
+    """The host pids of ``pid``'s children."""
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _descendant_with_inner_pid(root: int, inner: int) -> int:
+    """The descendant of ``root`` whose innermost PID (``NSpid``'s last) is ``inner``."""
+    todo = _children(root)
+    while todo:
+        pid = todo.pop()
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        nspid = next(
+            (line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), []
+        )
+        if len(nspid) > 1 and int(nspid[-1]) == inner:
+            return pid
+        todo += _children(pid)
+    return 0
 
 
 def _unmount_lazily(path: Path) -> None:

@@ -118,6 +118,15 @@ class ProcessGroup:
         """Shell code that moves the current shell (and so its descendants) into the group."""
         return "".join(f"echo $$ > {shlex.quote(str(p))} && " for p in self.procs_files)
 
+    def adopt(self, pid: int) -> None:
+        """Move process ``pid`` (not yet running anything: its children follow it) into
+        the group."""
+        for procs in self.procs_files:
+            try:
+                procs.write_text(str(pid))
+            except OSError:
+                continue
+
     def pids(self) -> list[int]:
         """Processes currently in the group."""
         found: set[int] = set()

@@ -196,8 +196,9 @@ class TrajectoryAssembler:
             self.journal.kept(event)
         self.states[episode] = state
         if self._ready_by_verdicts(state):
-            self.stats.emitted_by_verdicts += 1
-            return self._close(state, now, "verdicts")
+            out = self._close(state, now, "verdicts")
+            self.stats.emitted_by_verdicts += 1  # counted once it was built
+            return out
         return []
 
     def tick(self, now: float) -> list[Event]:
@@ -207,8 +208,8 @@ class TrajectoryAssembler:
             if state.ended is not None:
                 assert state.ended_seen_at is not None
                 if now - state.ended_seen_at >= self.config.verdict_timeout_s:
-                    self.stats.emitted_by_timeout += 1
                     out += self._close(state, now, "timeout")
+                    self.stats.emitted_by_timeout += 1
             elif now - state.last_activity >= self.config.episode_timeout_s:
                 out += self._abandon(state, now)
         horizon = now - self.config.closed_memory_s

@@ -1,56 +1,38 @@
-"""The stream processor around the fold: ``safactory worker assemble``.
+"""``safactory worker assemble``: steps, episode events and verdicts in (co-partitioned by
+episode id), reward-complete trajectories out to ``sf.trajectories`` (keyed by group id,
+``sf-policy-version`` = the oldest version in them) and abandon events to ``sf.episodes``.
 
-It reads ``sf.steps``, ``sf.episodes`` and ``sf.verdicts`` (co-partitioned by episode id) as
-a consumer group, folds each event in, and emits trajectories to ``sf.trajectories`` keyed
-by group id with ``sf-policy-version`` = the oldest version in the trajectory (the codec
-stamps it), and abandon events to ``sf.episodes``. Records that cannot be decoded go to
-``sf.dlq``; verdicts a replay published (header ``sf-replay``) are passed over.
-
-State. Each input partition has a fold of its own. Every event the fold keeps is written,
-as one record, to partition ``p`` of the compacted topic ``<prefix>assembly-state`` (key
-``<episode>\\0<event id>``); a closed episode gets tombstones for its events and a
-``<episode>\\0closed`` marker (recognises late duplicates), tombstoned in turn when the
-fold forgets it. The cost of a state write is that of one event, whatever the episode's
-length. When the group assigns partitions (start, restart, another instance joining or
-dying) the worker reads those state partitions to their end before it folds anything, so
-instances in one group share the work and take over each other's episodes.
-
-Delivery. A polled batch is folded, its outputs are sent and acknowledged, then its state
-records, and only then are its offsets committed (at-least-once; output ids are
-deterministic, so a re-emission after a crash is recognisable). The timer runs in the same
-task between batches, so a batch's state never leaves before its outputs.
-
-Timeouts. The verdict and episode timeouts of the fold count only while the worker is
-caught up with a partition (its lag on all three inputs within ``live_lag`` records): after
-a restart, or behind a burst, an episode whose end was read before its steps is not closed
-while those steps still wait in the backlog. Restored episodes start their timeouts afresh.
+Each input partition has a fold of its own (``fold.py``). Every event a fold keeps is one
+item of its episode in the processor's state (``assembly-state``: key = episode id, item =
+event id); a closed episode's events are deleted and a ``closed`` item (the close time)
+recognises late duplicates until the fold forgets it. Verdicts a replay published
+(``sf-replay``) are passed over by header. The verdict and episode timeouts run on a timer
+that fires only for partitions caught up with all three inputs: after a restart, or behind
+a burst, an episode whose end was read before its steps is not closed while those steps
+still wait in the backlog; restored episodes start their timeouts afresh.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from dataclasses import dataclass
 
-from aiokafka import ConsumerRecord, TopicPartition
-from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka import ConsumerRecord
 
-from ...infra import aio, metrics
-from ...infra.changelog import StoredRecord, read_latest
 from ...infra.config import Settings
-from ...infra.consumer import Delivery, EventConsumer
-from ...infra.producer import EventProducer
-from ...infra.topics import BY_NAME, TopicSpec, create_topics
-from ...schemas import DecodeError, EncodeError, Event, codec
+from ...infra.consumer import Delivery
+from ...infra.processor import Context, Processor, Runtime, Tick, Timer
+from ...infra.store import PartitionState
+from ...infra.topics import TopicSpec
+from ...schemas import DecodeError, Event, codec
 from ...schemas import headers as h
 from .fold import AssemblerConfig, AssemblerStats, EpisodeState, TrajectoryAssembler
 
 log = logging.getLogger(__name__)
 
 SOURCES = ("steps", "episodes", "verdicts")
-SEP = b"\0"
-CLOSED = b"closed"
+CLOSED = "closed"
+"""The item marking an episode closed (its value: when)."""
 STATE_TOPIC = TopicSpec(
     "assembly-state",
     "<episode>\\0<event id> | <episode>\\0closed",
@@ -60,37 +42,45 @@ STATE_TOPIC = TopicSpec(
 )
 
 
-@dataclass
-class _Partition:
-    """One input partition's fold and the state records it has not written yet."""
+class StateJournal:
+    """Writes a fold's state changes into its partition's state, one item per event."""
 
-    fold: TrajectoryAssembler
-    writes: list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]]
-
-
-class _StateJournal:
-    """Turns the fold's state changes into state-topic records of one partition."""
-
-    def __init__(self, writes: list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]]):
-        self.writes = writes
+    def __init__(self, state: PartitionState) -> None:
+        self.state = state
 
     def kept(self, event: Event) -> None:
         record = codec.encode(event)
-        self.writes.append(
-            (_key(event.episode_id, event.event_id), record.value, list(record.headers))
-        )
+        self.state.set(event.episode_id, event.event_id, record.value, record.headers)
 
     def closed(self, state: EpisodeState, at: float) -> None:
-        for event_id in state.event_ids():
-            self.writes.append((_key(state.episode_id, event_id), None, []))
-        self.writes.append((_key(state.episode_id, CLOSED.decode()), repr(at).encode(), []))
+        self.state.delete(state.episode_id)
+        self.state.set(state.episode_id, CLOSED, repr(at).encode())
 
     def forgotten(self, episode_id: str) -> None:
-        self.writes.append((_key(episode_id, CLOSED.decode()), None, []))
+        self.state.delete(episode_id, CLOSED)
 
 
-def _key(episode_id: str, event_id: str) -> bytes:
-    return episode_id.encode() + SEP + event_id.encode()
+def restore_fold(
+    state: PartitionState, now: float
+) -> tuple[dict[str, EpisodeState], dict[str, float], int]:
+    """Open and closed episodes from one partition's restored state (timeouts start at
+    ``now``), and how many items could not be read back."""
+    states: dict[str, EpisodeState] = {}
+    closed: dict[str, float] = {}
+    unreadable = 0
+    for episode in state.keys():
+        entries = state.entries(episode)
+        if CLOSED in entries:
+            closed[episode] = now
+            continue
+        for value, headers in entries.values():
+            try:
+                event = codec.decode(value, headers)
+            except DecodeError:
+                unreadable += 1
+                continue
+            states.setdefault(event.episode_id, EpisodeState(event.episode_id)).add(event, now)
+    return states, closed, unreadable
 
 
 def _not_a_replay(record: ConsumerRecord) -> bool:
@@ -98,36 +88,8 @@ def _not_a_replay(record: ConsumerRecord) -> bool:
     return not any(key == h.REPLAY for key, _ in record.headers or ())
 
 
-def restore_fold(
-    records: dict[bytes, StoredRecord], now: float
-) -> tuple[dict[str, EpisodeState], dict[str, float], int]:
-    """Open and closed episodes from one state partition's latest records (timeouts start
-    at ``now``), and how many records could not be read back."""
-    states: dict[str, EpisodeState] = {}
-    closed: dict[str, float] = {}
-    unreadable = 0
-    for key, stored in records.items():
-        episode, sep, name = key.partition(SEP)
-        if not sep:
-            unreadable += 1
-            continue
-        if name == CLOSED:
-            closed[episode.decode()] = now
-            continue
-        try:
-            event = codec.decode(stored.value, stored.headers)
-        except DecodeError:
-            unreadable += 1
-            continue
-        state = states.setdefault(event.episode_id, EpisodeState(event.episode_id))
-        state.add(event, now)
-    for episode in closed:
-        states.pop(episode, None)
-    return states, closed, unreadable
-
-
 class AssemblerWorker:
-    """Consumes the three input topics as a group member and emits trajectories."""
+    """The assembly processor: one fold per input partition, fed and ticked."""
 
     def __init__(
         self,
@@ -137,155 +99,68 @@ class AssemblerWorker:
         tick_every_s: float = 1.0,
         live_lag: int = 1000,
     ) -> None:
-        self.settings = settings
         self.config = config or AssemblerConfig()
-        self.tick_every_s = tick_every_s
-        self.live_lag = live_lag
-        self.state_topic = settings.topic(STATE_TOPIC.name)
-        self.parts: dict[int, _Partition] = {}
-        self._stats = AssemblerStats()
-        """What every fold this worker ran did (the folds count into the same series)."""
-        self._producer: EventProducer | None = None
-        self._consumer: EventConsumer | None = None
-
-    @property
-    def stats(self) -> AssemblerStats:
-        """What every fold this worker ran did."""
-        return self._stats
+        self.folds: dict[int, TrajectoryAssembler] = {}
+        self.stats = AssemblerStats()
+        """What every fold of this worker did (they count into this one view)."""
+        self.processor = Processor(
+            "assemble",
+            inputs=SOURCES,
+            outputs=("trajectories", "episodes"),
+            state=STATE_TOPIC,
+            handle=self.fold,
+            timers=(Timer(tick_every_s, self.tick),),
+            screen=_not_a_replay,
+            on_assigned=self.restored,
+            on_revoked=self.released,
+            on_rollback=self.rebuild,
+            max_records=1000,
+            live_lag=live_lag,
+            kafka={"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000},
+        )
+        self.runtime = Runtime(settings, self.processor)
 
     def run(self, loglevel: str = "warning") -> None:
         """Run in the foreground until SIGINT or SIGTERM."""
-        logging.basicConfig(
-            level=loglevel.upper(), format="[%(asctime)s] %(levelname)s %(message)s"
-        )
-        aio.run(self.serve(), self.settings)
+        self.runtime.run(loglevel)
 
     async def serve(self, *, idle_timeout: float | None = None) -> AssemblerStats:
-        """Create missing topics, join the group and assemble until asked to stop."""
-        metrics.serve(self.settings, "assemble")
-        specs = [BY_NAME[n] for n in (*SOURCES, "trajectories", "dlq")]
-        await create_topics(self.settings, [*specs, STATE_TOPIC])
-        async with EventProducer(self.settings) as producer:
-            self._producer = producer
-            consumer = EventConsumer(
-                SOURCES,
-                self.settings.group("assemble"),
-                batch_handler=self._fold_batch,
-                settings=self.settings,
-                dlq_producer=producer,
-                on_assigned=self._restore,
-                on_revoked=self._release,
-                max_records=1000,
-                screen=_not_a_replay,
-                partition_assignment_strategy=(RangePartitionAssignor,),
-                session_timeout_ms=10_000,
-                heartbeat_interval_ms=1_000,
-            )
-            self._consumer = consumer
-            with aio.stop_on_signals(consumer.request_stop):
-                async with consumer:
-                    log.warning("assembler ready: group %s", self.settings.group("assemble"))
-                    await self._loop(consumer, idle_timeout)
-        log.warning("assembler stopped: %s", self.stats)
+        """Assemble until asked to stop (or idle for ``idle_timeout`` seconds)."""
+        await self.runtime.serve(idle_timeout=idle_timeout)
         return self.stats
 
-    async def _loop(self, consumer: EventConsumer, idle_timeout: float | None) -> None:
-        loop = asyncio.get_running_loop()
-        last_tick = last_record = loop.time()
-        while not consumer.stopping:
-            if await consumer.poll_once(timeout_ms=min(500, int(self.tick_every_s * 1000))):
-                last_record = loop.time()
-            now = loop.time()
-            if now - last_tick >= self.tick_every_s:
-                await self._tick(now - last_tick)
-                last_tick = now
-            if idle_timeout is not None and now - last_record >= idle_timeout:
-                break
+    async def fold(self, record: Delivery, ctx: Context) -> None:
+        """Fold one event into its partition's fold; emit what became ready."""
+        fold = self.folds.get(record.partition)
+        if fold is not None:  # None: revoked meanwhile, its new owner folds it
+            for event in fold.apply(record.event, time.time()):
+                ctx.emit(event)
 
-    async def _fold_batch(self, deliveries: list[Delivery]) -> None:
-        """Fold a polled batch; return once its outputs and then its state are acknowledged."""
+    async def tick(self, tick: Tick) -> None:
+        """Timer: run the timeouts of caught-up partitions; postpone the others'."""
         now = time.time()
-        outputs: list[tuple[int, Event]] = []
-        for delivery in deliveries:
-            part = self.parts.get(delivery.partition)
-            if part is None:  # revoked meanwhile: its new owner folds it
-                continue
-            outputs += [(delivery.partition, e) for e in part.fold.apply(delivery.event, now)]
-        await self._emit(outputs)
-
-    async def _tick(self, elapsed: float) -> None:
-        """Run the timeouts of every partition that is caught up; postpone the others'."""
-        assert self._consumer is not None
-        behind = {
-            tp.partition
-            for tp, lag in (await self._consumer.lag()).items()
-            if lag is None or lag > self.live_lag
-        }
-        now = time.time()
-        outputs: list[tuple[int, Event]] = []
-        for number, part in list(self.parts.items()):
-            if number in behind:
-                part.fold.postpone(elapsed)
+        for number, fold in self.folds.items():
+            if number in tick.behind:
+                fold.postpone(tick.elapsed)
             else:
-                outputs += [(number, e) for e in part.fold.tick(now)]
-        await self._emit(outputs)
+                for event in fold.tick(now):
+                    tick.ctx.emit(event)
 
-    async def _emit(self, outputs: list[tuple[int, Event]]) -> None:
-        """Send outputs and wait for their acks; then the state records behind them."""
-        assert self._producer is not None and self._consumer is not None
-        acks = []
-        for _, event in outputs:
-            try:
-                record = codec.encode(event)
-            except EncodeError as exc:
-                acks.append(await self._too_large(event, exc))
-                continue
-            topic = self.settings.topic(event.TOPIC)
-            acks.append(
-                await self._producer.send_raw(
-                    topic, key=record.key, value=record.value, headers=list(record.headers)
-                )
-            )
-            self._stats.sent(topic)
-        await asyncio.gather(*acks)
-        acks = []
-        for number, part in list(self.parts.items()):
-            writes, part.writes[:] = list(part.writes), []
-            for key, value, headers in writes:
-                acks.append(
-                    await self._producer.send_raw(
-                        self.state_topic, key=key, value=value, headers=headers, partition=number
-                    )
-                )
-        await asyncio.gather(*acks)
+    async def rebuild(self, partitions: set[int], ctx: Context) -> None:
+        """A fold raised part-way and its writes were rolled back: rebuild it from them."""
+        for number in partitions:
+            self.folds.pop(number, None)
+        await self.restored(partitions, ctx)
 
-    async def _too_large(self, event: Event, exc: EncodeError) -> asyncio.Future[object]:
-        """An output that cannot go on the wire (over the record limit): a dead letter by
-        reference naming it (its start, the reason, its size), not a crash."""
-        assert self._consumer is not None
-        reason = f"encode: {type(event).__name__} of episode {event.episode_id}: {exc}"
-        log.error(reason)
-        return await self._consumer.send_dead_letter(
-            reason,
-            self.settings.topic(event.TOPIC),
-            -1,
-            -1,
-            event.episode_id.encode(),
-            event.model_dump_json().encode(),
-            None,
-        )
-
-    async def _restore(self, assigned: set[TopicPartition]) -> None:
-        """Read the state of newly assigned partitions (the consumer hands out their records
-        only after this returned)."""
-        numbers = {tp.partition for tp in assigned} - set(self.parts)
-        latest = await read_latest(self.settings, self.state_topic, numbers)
+    async def restored(self, partitions: set[int], ctx: Context) -> None:
+        """Build the folds of newly assigned partitions from their restored state."""
         now = time.time()
-        for number, records in latest.items():
-            writes: list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]] = []
-            states, closed, unreadable = restore_fold(records, now)
-            fold = TrajectoryAssembler(self.config, _StateJournal(writes), states, closed)
-            self.parts[number] = _Partition(fold, writes)
+        for number in sorted(partitions - set(self.folds)):
+            state = ctx.state_of(number)
+            states, closed, unreadable = restore_fold(state, now)
+            fold = TrajectoryAssembler(self.config, StateJournal(state), states, closed)
+            fold.stats = self.stats
+            self.folds[number] = fold
             log.warning(
                 "partition %d: restored %d open and %d closed episodes, %d unreadable records",
                 number,
@@ -294,8 +169,8 @@ class AssemblerWorker:
                 unreadable,
             )
 
-    async def _release(self, revoked: set[TopicPartition]) -> None:
+    async def released(self, partitions: set[int]) -> None:
         """Drop the folds of partitions another instance takes over (their state is
         durable: every change was acknowledged before the offsets behind it committed)."""
-        for number in sorted({tp.partition for tp in revoked} & set(self.parts)):
-            self.parts.pop(number)
+        for number in partitions:
+            self.folds.pop(number, None)

@@ -19,13 +19,17 @@ MAX_FIELD_CHARS = 4000
 
 
 def compact(step: Step) -> Step:
-    """The step as context needs it: no token ids or logprobs, long texts cut."""
-    update: dict[str, object] = {"token_ids": None, "logprobs": None, "prompt_token_ids": None}
+    """The step as context needs it: no token ids or logprobs, long texts cut. A step with
+    nothing to cut is returned itself (no copy: the worker then stores its wire bytes)."""
+    update: dict[str, object] = {}
+    for name in ("token_ids", "logprobs", "prompt_token_ids"):
+        if getattr(step, name) is not None:
+            update[name] = None
     for name in ("observation", "tool_result"):
         value = getattr(step, name)
         if value and len(value) > MAX_FIELD_CHARS:
             update[name] = value[:MAX_FIELD_CHARS]
-    return step.model_copy(update=update)
+    return step.model_copy(update=update) if update else step
 
 
 def encode_step(step: Step) -> bytes:

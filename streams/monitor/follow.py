@@ -1,6 +1,6 @@
 """Following a deployment's topics into a :class:`~.view.LiveView`.
 
-One consumer with no group (a watcher commits nothing and never joins a worker's group)
+One group-less ``TopicReader`` (a watcher commits nothing and never joins a worker's group)
 reads ``sf.steps``, ``sf.verdicts``, ``sf.alerts`` and ``sf.episodes`` from their ends, or
 from their beginnings on request. :meth:`Follower.start` returns once every partition's
 start offset is pinned, so a record published after it returns is shown. Consumer-group lag
@@ -14,11 +14,11 @@ import asyncio
 import contextlib
 import logging
 
-from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 
 from ...infra.config import Settings
 from ...infra.policy_watch import PolicyWatcher
+from ...infra.reader import TopicReader
 from ...infra.topics import BY_NAME, create_topics
 from ...schemas import Alert, DecodeError, EpisodeEnded, EpisodeStarted, Verdict, codec
 from ...schemas import headers as h
@@ -47,7 +47,7 @@ class Follower:
         self.from_beginning = from_beginning
         self.lag_every_s = lag_every_s
         self._prefix_len = len(settings.topic_prefix)
-        self._consumer: AIOKafkaConsumer | None = None
+        self._consumer: TopicReader | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._watcher: PolicyWatcher | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -59,18 +59,13 @@ class Follower:
         0.6 s on a busy machine)."""
         settings = self.settings
         await create_topics(settings, [BY_NAME[name] for name in (*FOLLOWED, "policy")])
-        consumer = self._consumer = AIOKafkaConsumer(
-            *(settings.topic(name) for name in FOLLOWED),
-            bootstrap_servers=settings.kafka_bootstrap,
-            client_id=f"{settings.client_id}-monitor",
-            group_id=None,
-            auto_offset_reset="earliest" if self.from_beginning else "latest",
-            enable_auto_commit=False,
-            max_partition_fetch_bytes=16 * 1024 * 1024,
-        )
+        consumer = self._consumer = TopicReader(settings, "monitor", committed_only=False)
         await consumer.start()
         async with asyncio.timeout(timeout_s):
-            await self._pin(consumer)
+            parts = await consumer.partitions(
+                [settings.topic(name) for name in FOLLOWED], wait_s=timeout_s
+            )
+            await consumer.open(parts, start="beginning" if self.from_beginning else "end")
         self._admin = AIOKafkaAdminClient(
             bootstrap_servers=settings.kafka_bootstrap,
             client_id=f"{settings.client_id}-monitor-admin",
@@ -112,26 +107,12 @@ class Follower:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def _pin(self, consumer: AIOKafkaConsumer) -> None:
-        """Wait for every followed partition, then resolve its start offset."""
-        topics = {self.settings.topic(name) for name in FOLLOWED}
-        while True:
-            assigned = consumer.assignment()
-            expected = sum(len(consumer.partitions_for_topic(t) or ()) for t in topics)
-            if {tp.topic for tp in assigned} == topics and len(assigned) == expected:
-                break
-            await asyncio.sleep(0.05)
-        for tp in assigned:
-            await consumer.position(tp)
-
-    async def _poll(self, consumer: AIOKafkaConsumer) -> None:
+    async def _poll(self, consumer: TopicReader) -> None:
         try:
             while True:
-                batches = await consumer.getmany(timeout_ms=100, max_records=5000)
-                for tp, records in batches.items():
-                    name = tp.topic[self._prefix_len :]
-                    for record in records:
-                        self._fold(name, record.value, record.headers, record.timestamp / 1000.0)
+                for record in await consumer.read(timeout_ms=100):
+                    name = record.topic[self._prefix_len :]
+                    self._fold(name, record.value, record.headers, record.timestamp / 1000.0)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -11,22 +11,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from ...infra.config import Settings
+from ...infra.reader import TopicReader
 
 
 class LagReader:
     """Reads the lag of every consumer group of the deployment on demand."""
 
     def __init__(
-        self, settings: Settings, admin: AIOKafkaAdminClient, offsets: AIOKafkaConsumer
+        self, settings: Settings, admin: AIOKafkaAdminClient, offsets: TopicReader
     ) -> None:
         self.settings = settings
         self.admin = admin
         self.offsets = offsets
-        """A started consumer, used only for its end-offset lookups."""
+        """A started reader, used only for its end-offset lookups."""
         self._foreign: set[str] = set()
         scope = settings.topic_prefix.strip(".")
         self._suffix = None if scope == "sf" else f"-{scope}"
@@ -52,7 +53,7 @@ class LagReader:
             elif self._suffix is None:
                 self._foreign.add(group)
         wanted = {tp for offsets in committed.values() for tp in offsets}
-        ends = await self.offsets.end_offsets(sorted(wanted)) if wanted else {}
+        ends = await self.offsets.last_offsets(sorted(wanted)) if wanted else {}
         result: dict[str, dict[str, Any]] = {}
         for group, offsets in committed.items():
             topics: dict[str, int] = {}

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..scoring.embedding import TextEmbedder
+from ...infra.embedding import TextEmbedder
 from ..scoring.heuristics import words
 
 

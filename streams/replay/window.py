@@ -1,31 +1,30 @@
 """A bounded window of a topic, read without a consumer group.
 
-Replay never joins a group: it assigns every partition, seeks to the window's start and
-reads to its end, so no group's committed offsets (the live workers') are ever read or
-moved. A window's ends are positions: an offset (the same on every partition), a point in
-time (ISO 8601 or unix seconds: the first record at or after it), or open (the beginning
-of the log, the end as it was when the read started).
+Replay never joins a group: the group-less ``TopicReader`` assigns every partition, seeks
+to the window's start and reads to its end, so no group's committed offsets (the live
+workers') are ever read or moved. A window's ends are positions: an offset (the same on
+every partition), a point in time (ISO 8601 or unix seconds: the first record at or after
+it), or open (the beginning of the log, the end as it was when the read started).
 """
 
 from __future__ import annotations
 
-import asyncio
+import logging
 import math
 import re
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
 
 from ...infra.config import Settings
-from ...infra.topics import admin_client
+from ...infra.reader import ReadStalled, Span, TopicReader, header
+
+log = logging.getLogger(__name__)
 
 UNIX_SECONDS_FROM = 1_000_000_000
 """Whole numbers at or above this read as unix seconds (2001-09-09), below as offsets."""
-STALL_S = 10.0
-"""A read that gets no record and no position change for this long ends (the broker answers
-nothing below its end offset, e.g. a transaction marker)."""
 
 
 class PositionError(ValueError):
@@ -74,68 +73,28 @@ def parse_position(text: str, option: str = "--from") -> Position:
     return Position(time_ms=int(when.timestamp() * 1000))
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
-    """Offsets ``[start, end)`` of one partition."""
-
-    start: int
-    end: int
-
-    @property
-    def size(self) -> int:
-        """Records in the span (at most: compaction may have removed some)."""
-        return max(0, self.end - self.start)
-
-
-async def partitions_of(settings: Settings, topic: str) -> list[TopicPartition]:
-    """Every partition of ``topic``; a ``ValueError`` naming the topic if it does not exist."""
-    admin = admin_client(settings)
-    await admin.start()
-    try:
-        if topic not in set(await admin.list_topics()):
-            raise ValueError(f"topic {topic} does not exist (check SF_TOPIC_PREFIX)")
-        described = await admin.describe_topics([topic])
-    finally:
-        await admin.close()
-    return [
-        TopicPartition(topic, p["partition"])
-        for p in sorted(described[0]["partitions"], key=lambda p: p["partition"])
-    ]
-
-
 async def resolve(
-    reader: AIOKafkaConsumer,
+    reader: TopicReader,
     tps: list[TopicPartition],
     start: Position | None,
     end: Position | None,
 ) -> dict[TopicPartition, Span]:
     """Each partition's ``[start, end)`` for the window; the end is taken now, so records
     produced while the replay runs (its own verdicts among them) are never read."""
-    first = await reader.beginning_offsets(tps)
-    last = await reader.end_offsets(tps)
+    first = await reader.first_offsets(tps)
+    last = await reader.last_offsets(tps)
 
     async def at(position: Position | None, default: dict[TopicPartition, int]) -> dict:
         if position is None:
             return dict(default)
         if position.offset is not None:
             return {tp: min(max(position.offset, first[tp]), last[tp]) for tp in tps}
-        found = await reader.offsets_for_times({tp: position.time_ms for tp in tps})
-        return {tp: (last[tp] if found[tp] is None else found[tp].offset) for tp in tps}
+        assert position.time_ms is not None
+        return await reader.offsets_at(tps, position.time_ms)
 
     starts = await at(start, first)
     ends = await at(end, last)
     return {tp: Span(starts[tp], max(starts[tp], ends[tp])) for tp in tps}
-
-
-def reader_for(settings: Settings, name: str) -> AIOKafkaConsumer:
-    """A group-less consumer (it commits nothing, joins nothing)."""
-    return AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap,
-        client_id=f"{settings.client_id}-{name}",
-        group_id=None,
-        enable_auto_commit=False,
-        max_partition_fetch_bytes=16 * 1024 * 1024,
-    )
 
 
 async def read_window(
@@ -148,45 +107,23 @@ async def read_window(
     max_records: int = 2000,
 ) -> AsyncIterator[list[ConsumerRecord]]:
     """Yield the window's records in batches (each partition in offset order).
-    ``on_spans`` hears the resolved spans before the first batch (for a progress total)."""
-    reader = reader_for(settings, "replay")
-    await reader.start()
-    try:
-        tps = await partitions_of(settings, topic)
+    ``on_spans`` hears the resolved spans before the first batch (for a progress total).
+    A window the broker stops answering below its end (a transaction marker) ends there."""
+    async with TopicReader(settings, "replay", max_records=max_records) as reader:
+        tps = await reader.partitions([topic])
         spans = await resolve(reader, tps, start, end)
         if on_spans is not None:
             on_spans(spans)
-        pending = {tp for tp, span in spans.items() if span.size}
-        reader.assign(list(spans))
-        for tp in pending:
-            reader.seek(tp, spans[tp].start)
-        loop = asyncio.get_running_loop()
-        progress = loop.time()
-        while pending:
-            batch = await reader.getmany(*pending, timeout_ms=500, max_records=max_records)
-            out: list[ConsumerRecord] = []
-            for tp, records in batch.items():
-                stop = spans[tp].end
-                out.extend(r for r in records if r.offset < stop)
-            for tp in list(pending):
-                if await reader.position(tp) >= spans[tp].end:
-                    pending.discard(tp)
-            if batch:
-                progress = loop.time()
-            elif loop.time() - progress > STALL_S:
-                break
-            if out:
-                yield out
-    finally:
-        await reader.stop()
-
-
-def header(record: ConsumerRecord, name: str) -> bytes | None:
-    """One header's raw value, or None when absent."""
-    for key, value in record.headers or ():
-        if key == name:
-            return value or b""
-    return None
+        await reader.open(
+            tps,
+            start={tp: s.start for tp, s in spans.items()},
+            until={tp: s.end or s.start for tp, s in spans.items()},
+        )
+        try:
+            async for batch in reader:
+                yield batch
+        except ReadStalled as exc:
+            log.warning("replay window of %s ends short: %s", topic, exc)
 
 
 def screen(

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...infra.embedding import TextEmbedder
 from ...schemas import Score, Severity, Trajectory, Verdict, derive_id
 from .diversity import k_center, novelty
-from .embedding import TextEmbedder
 from .heuristics import complexity, quality
 from .perplexity import LMScorer
 

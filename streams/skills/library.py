@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from ...infra.embedding import TextEmbedder
 from ...schemas import Decision, Outcome, Skill, Trajectory, Verdict, derive_id
-from ..scoring.embedding import TextEmbedder
 
 PRODUCER = "skill-distiller"
 PRODUCER_VERSION = 1

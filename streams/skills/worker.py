@@ -1,58 +1,116 @@
-"""The skills worker: failed and unsafe trajectories in, deduplicated skills to ``sf.skills``.
+"""``safactory worker skills``: failed and unsafe trajectories, joined with their verdicts,
+distilled into deduplicated skills on ``sf.skills``.
 
-It reads ``sf.trajectories`` and ``sf.verdicts`` together, keeps each episode's verdicts
-until its trajectory has been handled, and distils a trajectory once every verdict it names
-has arrived (or ``verdict_wait_s`` passed). At start it reads the compacted ``sf.skills``
-topic so deduplication continues across restarts.
+A trajectory names the verdicts it was assembled with (``verdict_ids``); it is distilled once
+every one of them has been read, whichever comes first. Trajectories are keyed by group id
+and verdicts by episode id, so the join is co-partitioned first: ``route`` re-keys each
+trajectory by its episode (token ids dropped) onto ``<group>-by-episode``, partitioned like
+``sf.verdicts``; ``join`` reads both and keeps, per episode, the verdicts and the trajectory
+read so far as keyed state, so a restart loses nothing that was committed. When an episode
+is distilled its state is replaced by a ``done`` item, and late or replayed copies of its
+records are passed over. What is forgotten is decided from the log, never the clock: a
+partition holds at most ``max_waiting`` open episodes and ``max_done`` done ones; past that
+the oldest go first (an open one whose trajectory is in is distilled with the verdicts it
+has, and counted). Known skills are read back from the compacted ``sf.skills`` at start, so
+deduplication continues across restarts.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from dataclasses import dataclass, field
+from aiokafka import ConsumerRecord
 
-from ...infra import aio, metrics
 from ...infra.config import Settings
-from ...infra.consumer import Delivery, EventConsumer
-from ...infra.producer import EventProducer
-from ...schemas import Skill, Trajectory, Verdict
-from .library import SkillLibrary, distil_lessons
-
-
-class SkillsStats(metrics.Tally):
-    """What the skills worker did (in the metrics registry)."""
-
-    trajectories = metrics.Count("sf_skills_trajectories", "trajectories distilled")
-    published = metrics.records_out()
-    distilled_without_all_verdicts = metrics.Count(
-        "sf_skills_without_all_verdicts", "trajectories distilled before all their verdicts came"
-    )
-    known_at_start = metrics.Level("sf_skills_known_at_start", "skills read back at start")
-
-
-@dataclass
-class _Join:
-    verdicts: dict[str, dict[str, Verdict]] = field(default_factory=dict)
-    waiting: dict[str, tuple[Trajectory, float]] = field(default_factory=dict)
+from ...infra.processor import Processor, Runtime
+from ...infra.reader import TopicReader
+from ...infra.topics import TopicSpec
+from ...schemas import DecodeError, Skill, codec
+from ...schemas import headers as h
+from .join import SkillsJoin, SkillsStats
+from .library import SkillLibrary
 
 
 async def load_known_skills(settings: Settings, library: SkillLibrary) -> int:
-    """Read ``sf.skills`` from the beginning into ``library``; returns the count."""
-    seen: list[Skill] = []
-
-    async def keep(d: Delivery) -> None:
-        if isinstance(d.event, Skill):
-            seen.append(d.event)
-
-    reader = EventConsumer(
-        ["skills"], f"skills-reader-{time.time_ns()}", handler=keep, settings=settings
-    )
-    async with reader:
-        await reader.run(idle_timeout=2.0)
-    latest = {s.skill_id: s for s in seen}
+    """Read ``sf.skills`` as it is now (no consumer group) into ``library``; the count."""
+    latest: dict[str, Skill] = {}
+    async with TopicReader(settings, "skills-known") as reader:
+        await reader.open(
+            await reader.partitions([settings.topic("skills")], wait_s=30), until="end"
+        )
+        async for records in reader:
+            for record in records:
+                try:
+                    skill = codec.decode(record.value, record.headers)
+                except DecodeError:
+                    continue
+                if isinstance(skill, Skill):
+                    latest[skill.skill_id] = skill
     library.add(latest.values())
     return len(latest)
+
+
+def _not_a_replay(record: ConsumerRecord) -> bool:
+    return not any(key == h.REPLAY for key, _ in record.headers or ())
+
+
+class SkillsWorker:
+    """The skills worker: two processors on one runtime (``route``, ``join``)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        library: SkillLibrary,
+        *,
+        group_id: str = "safactory-skills",
+        max_waiting: int = 10_000,
+        max_done: int = 100_000,
+    ) -> None:
+        self.settings = settings
+        self.library = library
+        by_episode = TopicSpec(
+            f"{group_id}-by-episode", "episode id", "trajectories re-keyed for the skills join"
+        )
+        join_state = TopicSpec(
+            f"{group_id}-join",
+            "<episode>\\0<verdict id> | <episode>\\0trajectory | <episode>\\0done",
+            "the skills worker's verdicts and trajectories waiting for each other",
+            cleanup="compact",
+        )
+        self.join = SkillsJoin(library, by_episode.name, max_waiting=max_waiting, max_done=max_done)
+        self.stats: SkillsStats = self.join.stats
+        route = Processor(
+            "skills",
+            inputs=("trajectories",),
+            outputs=(by_episode.name,),
+            owns=(by_episode,),
+            handle=self.join.route,
+            group=f"{group_id}-route",
+            kafka={"max_partition_fetch_bytes": 16 * 1024 * 1024},
+        )
+        join = Processor(
+            "skills-join",
+            inputs=("verdicts", by_episode.name),
+            outputs=("skills",),
+            owns=(by_episode,),
+            state=join_state,
+            handle=self.join.join,
+            screen=_not_a_replay,
+            on_assigned=self.join.restored,
+            on_revoked=self.join.released,
+            on_rollback=self.join.rebuild,
+            group=group_id,
+        )
+        self.runtime = Runtime(settings, route, join, worker="skills")
+
+    @property
+    def published(self) -> int:
+        """Skills published (new ones, and known ones grown by a source)."""
+        return self.runtime.stats("skills-join").out
+
+    async def serve(self, *, idle_timeout: float | None = None) -> SkillsStats:
+        """Read the known skills, then distil until stopped (or idle)."""
+        self.stats.known_at_start = await load_known_skills(self.settings, self.library)
+        await self.runtime.serve(idle_timeout=idle_timeout)
+        return self.stats
 
 
 async def run_skills(
@@ -60,47 +118,12 @@ async def run_skills(
     library: SkillLibrary,
     *,
     group_id: str = "safactory-skills",
-    verdict_wait_s: float = 30.0,
+    max_waiting: int = 10_000,
     idle_timeout_s: float | None = None,
-) -> SkillsStats:
+) -> SkillsWorker:
     """Distil and publish skills until SIGINT / SIGTERM (or idle for ``idle_timeout_s``);
-    ``group_id`` is scoped by the topic prefix (``Settings.group``)."""
-    metrics.serve(settings, "skills")
-    stats = SkillsStats()
-    stats.known_at_start = await load_known_skills(settings, library)
-    skills_topic = settings.topic("skills")
-    join = _Join()
-    async with EventProducer(settings) as producer:
-
-        async def distil(t: Trajectory, complete: bool) -> None:
-            verdicts = list(join.verdicts.pop(t.episode_id, {}).values())
-            skills = await asyncio.to_thread(library.add, distil_lessons(t, verdicts))
-            await producer.publish_many(skills)
-            stats.trajectories += 1
-            stats.count("published", len(skills), topic=skills_topic)
-            stats.distilled_without_all_verdicts += not complete
-
-        async def handle(batch: list[Delivery]) -> None:
-            for d in batch:
-                if isinstance(d.event, Verdict):
-                    join.verdicts.setdefault(d.event.episode_id, {})[d.event.event_id] = d.event
-                elif isinstance(d.event, Trajectory):
-                    join.waiting.setdefault(d.event.episode_id, (d.event, time.monotonic()))
-            now = time.monotonic()
-            for episode, (t, since) in list(join.waiting.items()):
-                have = join.verdicts.get(episode, {})
-                complete = all(v in have for v in t.verdict_ids)
-                if complete or now - since >= verdict_wait_s:
-                    del join.waiting[episode]
-                    await distil(t, complete)
-
-        consumer = EventConsumer(
-            ["trajectories", "verdicts"],
-            settings.group(group_id),
-            batch_handler=handle,
-            settings=settings,
-        )
-        with aio.stop_on_signals(consumer.request_stop):
-            async with consumer:
-                await consumer.run(idle_timeout=idle_timeout_s)
-    return stats
+    ``group_id`` is scoped by the topic prefix (``Settings.group``). Returns the worker
+    (its ``stats`` and ``published``)."""
+    worker = SkillsWorker(settings, library, group_id=group_id, max_waiting=max_waiting)
+    await worker.serve(idle_timeout=idle_timeout_s)
+    return worker

@@ -297,3 +297,39 @@ async def test_a_record_on_the_task_topic_that_is_no_task_is_dead_lettered(
     ]
     assert dead.origin_group == worker.group_id
     assert dead.error.startswith("task: Step") and dead.origin_offset >= 0
+
+
+async def test_a_task_whose_environment_cannot_be_built_is_dead_lettered(
+    topics: Settings, producer: EventProducer
+) -> None:
+    """Poison pill: a well-formed task for an environment that cannot be built made the
+    worker's batch raise, unguarded, on every restart. Now it is retried, dead-lettered with
+    the error, and the tasks beside it run."""
+    from poison import POISON
+
+    from safactory.schemas import DeadLetter, Task
+
+    good = suite_tasks("embodied", 2, group_id="g-poison")
+    bad = Task(
+        task_id=POISON,
+        env="no-such-env",
+        spec={"task_id": POISON, "kind": "capability", "instruction": "never runs"},
+    )
+    await producer.publish_many([good[0], bad, good[1]])
+    worker = SimulationWorker(topics, CarefulPolicy(), concurrency=3, group_id="sim-poison")
+    await worker.start()
+    running = asyncio.create_task(worker.run())
+    try:
+        async with asyncio.timeout(120):
+            while len(worker.results) < 2:
+                assert not running.done(), running.exception()
+                await asyncio.sleep(0.2)
+        dead = await _read(topics, ["dlq"], until=1)
+        assert not running.done(), "the worker stopped on the poison task"
+    finally:
+        worker.request_stop()
+        await running
+        await worker.stop()
+    assert sorted(r.task_id for r in worker.results) == sorted(t.task_id for t in good)
+    [letter] = [DeadLetter.from_record(d.key, d.value, d.headers) for d in dead]
+    assert letter.error.startswith("handler: EnvError") and "no-such-env" in letter.error

@@ -3,7 +3,8 @@ record counted against the topics' end offsets (bench/chaos.py does the work).
 
 It runs on a broker of its own (other ports, its own data), so it neither needs nor
 disturbs the shared one. About 3 minutes on 2 cores; the full campaign's figures are in
-docs/RELIABILITY.md.
+docs/RELIABILITY.md. Every worker kind is killed once: audit, assemble, sink, score, skills
+and simulate.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from loopback_ports import free_ports
 pytestmark = pytest.mark.integration
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "chaos.py"
-WORKERS = {"audit", "assemble", "sink", "simulate"}
+WORKERS = {"audit", "assemble", "sink", "score", "skills", "simulate"}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "--steps",
         "3000",
         "--kills",
-        "4",
+        "6",
         "--broker-kill",
         "--rate",
         "100",
@@ -63,7 +64,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_every_worker_and_the_broker_were_killed_mid_flow(campaign: dict) -> None:
     kinds = Counter(f["kind"] for f in campaign["faults"])
-    assert kinds["sigkill"] >= 3 and kinds["broker_kill"] == 1, campaign["faults"]
+    assert kinds["sigkill"] >= len(WORKERS) and kinds["broker_kill"] == 1, campaign["faults"]
     assert {f["target"] for f in campaign["faults"] if f["kind"] == "sigkill"} == WORKERS
     assert all(0 < f["progress"] < 1 for f in campaign["faults"])
     assert campaign["steps"]["distinct"] >= 2500
@@ -87,6 +88,14 @@ def test_every_step_is_in_a_trajectory(campaign: dict) -> None:
     assert steps["in_no_trajectory"] == 0, steps["orphan_examples"]
     assert steps["in_no_stored_trajectory"] == 0
     assert campaign["trajectories"]["incomplete"] == 0, campaign["trajectories"]
+
+
+def test_every_trajectory_is_scored_and_every_lesson_taught(campaign: dict) -> None:
+    """The score and skills workers, SIGKILLed like the others, lose nothing: every
+    trajectory has a score, every one with a lesson to teach is a source of some skill."""
+    assert campaign["scores"]["trajectories_never_scored"] == 0
+    assert campaign["skills"]["distillable"] > 0
+    assert campaign["skills"]["in_no_skill"] == 0, campaign["skills"]["examples"]
 
 
 def test_steps_of_an_episode_stay_in_order(campaign: dict) -> None:

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from loopback_ports import free_ports
+from topic_records import everything
 
 from safactory import schemas as s
 from safactory.infra.cluster import LocalCluster
@@ -102,23 +102,8 @@ async def test_acknowledged_steps_survive_killing_the_partition_leader(
     assert after["partitions"][0]["leader"] != leader.node_id, "the leader was not replaced"
 
     counts: Counter[str] = Counter()
-    reader = AIOKafkaConsumer(
-        settings.topic("steps"),
-        bootstrap_servers=settings.kafka_bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
-    await reader.start()
-    try:
-        while True:
-            batch = await reader.getmany(timeout_ms=3000)
-            if not batch:
-                break
-            for records in batch.values():
-                for record in records:
-                    counts[s.codec.decode(record.value, record.headers).event_id] += 1
-    finally:
-        await reader.stop()
+    for record in await everything(settings, settings.topic("steps")):
+        counts[s.codec.decode(record.value, record.headers).event_id] += 1
     lost = [i for i in acked if i not in counts]
     print(f"acked {len(acked)}, failed {len(failed)}, on topic {len(counts)}, lost {len(lost)}")
     assert not failed, failed[:3]

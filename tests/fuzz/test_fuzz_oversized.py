@@ -10,7 +10,7 @@ import dataclasses
 import uuid
 
 import pytest
-from aiokafka import AIOKafkaConsumer
+from topic_records import everything
 
 from safactory import schemas as s
 from safactory.infra.config import Settings
@@ -61,21 +61,9 @@ async def _dead_letters_after_consuming(
                     await consumer.poll_once(timeout_ms=1000)
         finally:
             await consumer.stop()
-    reader = AIOKafkaConsumer(
-        settings.topic("dlq"),
-        bootstrap_servers=settings.kafka_bootstrap,
-        auto_offset_reset="earliest",
-        max_partition_fetch_bytes=32 * MIB,
-    )
-    await reader.start()
-    try:
-        batches = await reader.getmany(timeout_ms=10_000)
-    finally:
-        await reader.stop()
     letters = [
         s.DeadLetter.from_record(r.key, r.value, r.headers)
-        for records in batches.values()
-        for r in records
+        for r in await everything(settings, settings.topic("dlq"))
     ]
     return consumer, letters, handled
 

@@ -8,7 +8,7 @@ import shutil
 from collections import Counter
 
 import pytest
-from aiokafka import AIOKafkaConsumer
+from topic_records import everything
 
 from safactory import schemas as s
 from safactory.infra.broker import LocalBroker
@@ -76,22 +76,8 @@ async def test_acknowledged_events_survive_broker_restart(
     print(f"{how}: acked={len(acked)} failed={failed}")
     assert len(acked) == N_EVENTS, f"only {len(acked)} acknowledged, {failed} failed"
     counts: Counter[str] = Counter()
-    reader = AIOKafkaConsumer(
-        cfg.topic("steps"),
-        bootstrap_servers=cfg.kafka_bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
-    await reader.start()
-    try:
-        while True:
-            batch = await reader.getmany(timeout_ms=3000)
-            if not batch:
-                break
-            for records in batch.values():
-                counts.update(s.decode(r.value, r.headers).event_id for r in records)
-    finally:
-        await reader.stop()
+    for r in await everything(cfg, cfg.topic("steps")):
+        counts[s.decode(r.value, r.headers).event_id] += 1
     missing = [e for e in acked if counts[e] == 0]
     duplicated = [e for e, n in counts.items() if n > 1]
     assert not missing, f"{len(missing)} acknowledged events were lost"

@@ -1,16 +1,19 @@
-"""Reading a changelog topic to its end: latest value per key, empty and trimmed partitions."""
+"""Restoring keyed state from its changelog: latest value per item, empty and trimmed
+partitions; writes rolled back, flushed and read back."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 from aiokafka import TopicPartition
 from aiokafka.admin import RecordsToDelete
 
-from safactory.infra.changelog import STALL_S, read_latest
 from safactory.infra.config import Settings
 from safactory.infra.producer import EventProducer
+from safactory.infra.reader import STALL_S
+from safactory.infra.store import ChangelogStore
 from safactory.infra.topics import TopicSpec, admin_client, create_topics
 
 pytestmark = pytest.mark.integration
@@ -22,13 +25,14 @@ async def test_latest_values_from_full_empty_and_trimmed_partitions(settings: Se
     topic = settings.topic(spec.name)
     async with EventProducer(settings) as producer:
         writes = [
-            (b"a", b"1", 0),
-            (b"b", b"1", 0),
-            (b"a", b"2", 0),
-            (b"b", None, 0),
-            (b"x", b"old", 2),
-            (b"y", b"1", 2),
-            (b"y", b"2", 2),
+            (b"k\0a", b"1", 0),
+            (b"k\0b", b"1", 0),
+            (b"k\0a", b"2", 0),
+            (b"k\0b", None, 0),
+            (b"k\0x", b"old", 2),
+            (b"j\0y", b"1", 2),
+            (b"j\0y", b"2", 2),
+            (b"no separator", b"?", 2),
         ]
         for key, value, partition in writes:
             await (
@@ -42,14 +46,40 @@ async def test_latest_values_from_full_empty_and_trimmed_partitions(settings: Se
         await admin.delete_records({TopicPartition(topic, 2): RecordsToDelete(1)})
     finally:
         await admin.close()
+    store = ChangelogStore(settings, topic)
     started = time.monotonic()
-    latest = await read_latest(settings, topic, [0, 1, 2])
+    counts = await store.restore([0, 1, 2])
     assert time.monotonic() - started < STALL_S  # empty partition 1 ends the read at once
-    assert {p: {k: r.value for k, r in kv.items()} for p, kv in latest.items()} == {
-        0: {b"a": b"2"},
-        1: {},
-        2: {b"y": b"2"},
-    }
+    held = {p: {k: part.items(k) for k in part.keys()} for p, part in store.parts.items()}
+    assert held == {0: {"k": {"a": b"2"}}, 1: {}, 2: {"j": {"y": b"2"}}}
+    assert counts == {0: 4, 1: 0, 2: 2}  # records applied (the keyless one passed over)
+    assert store.partition(0).nbytes == 1 and not store.dirty
+
+
+async def test_writes_roll_back_and_flush_to_their_partition(settings: Settings) -> None:
+    spec = TopicSpec("state-w", "k", "test changelog", cleanup="compact", partitions=3)
+    await create_topics(settings, [spec])
+    store = ChangelogStore(settings, settings.topic(spec.name))
+    part = store.partition(2)
+    part.set("ep", "s1", b"one")
+    mark = store.mark()
+    part.set("ep", "s1", b"changed")
+    part.set("ep", "s2", b"two")
+    part.delete("ep", "s1")
+    store.rollback(mark)  # a handler failed after these writes: as if never made
+    assert part.items("ep") == {"s1": b"one"} and part.nbytes == 3
+    async with EventProducer(settings) as producer:
+        await asyncio.gather(*await store.flush(producer))
+    again = ChangelogStore(settings, settings.topic(spec.name))
+    await again.restore([0, 1, 2])
+    assert again.partition(2).items("ep") == {"s1": b"one"}
+    assert list(again.partition(0).keys()) == list(again.partition(1).keys()) == []
+    part.delete("ep")
+    async with EventProducer(settings) as producer:
+        await asyncio.gather(*await store.flush(producer))
+    third = ChangelogStore(settings, settings.topic(spec.name))
+    await third.restore([2])
+    assert list(third.partition(2).keys()) == []
 
 
 async def test_compacted_topics_roll_segments_so_the_cleaner_can_run(settings: Settings) -> None:

@@ -10,6 +10,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from topic_records import collect
 
 from safactory import schemas as s
 from safactory.infra.config import Settings
@@ -210,24 +211,8 @@ async def test_bad_records_go_to_dlq_good_ones_arrive_in_order(
         expected = [g.step_index for g in goods if g.episode_id == ep]
         assert seen[ep][: len(expected)] == expected
 
-    letters: list[s.DeadLetter] = []
-    from aiokafka import AIOKafkaConsumer
-
-    reader = AIOKafkaConsumer(
-        topics.topic("dlq"),
-        bootstrap_servers=topics.kafka_bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
-    await reader.start()
-    try:
-        while len(letters) < N_BAD:
-            batch = await reader.getmany(timeout_ms=3000)
-            assert batch, f"only {len(letters)} dead letters arrived"
-            for records in batch.values():
-                letters += [s.DeadLetter.from_record(r.key, r.value, r.headers) for r in records]
-    finally:
-        await reader.stop()
+    records = await collect(topics, topics.topic("dlq"), lambda rs: len(rs) >= N_BAD, 30)
+    letters = [s.DeadLetter.from_record(r.key, r.value, r.headers) for r in records]
     assert len(letters) == N_BAD
     for letter in letters:
         assert letter.error.startswith("decode: ") and len(letter.error) > 10
@@ -259,8 +244,6 @@ async def test_failing_handler_dead_letters_and_goes_on(
 async def test_each_group_dead_letters_its_own_copy_and_says_so(
     topics: Settings, producer: EventProducer
 ) -> None:
-    from aiokafka import AIOKafkaConsumer
-
     steps_topic = topics.topic("steps")
     await producer.send_raw(steps_topic, key=b"ep-x", value=b"{not json", headers=[])
     groups = [topics.group(name) for name in ("audit", "assemble", "safactory-sink")]
@@ -272,22 +255,8 @@ async def test_each_group_dead_letters_its_own_copy_and_says_so(
         async with EventConsumer(["steps"], group, handler=ignore, settings=topics) as consumer:
             while consumer.stats.dead_lettered < 1:
                 await consumer.poll_once(timeout_ms=3000)
-    reader = AIOKafkaConsumer(
-        topics.topic("dlq"),
-        bootstrap_servers=topics.kafka_bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
-    await reader.start()
-    letters: list[s.DeadLetter] = []
-    try:
-        while len(letters) < len(groups):
-            batch = await reader.getmany(timeout_ms=3000)
-            assert batch, f"only {len(letters)} dead letters arrived"
-            for records in batch.values():
-                letters += [s.DeadLetter.from_record(r.key, r.value, r.headers) for r in records]
-    finally:
-        await reader.stop()
+    records = await collect(topics, topics.topic("dlq"), lambda rs: len(rs) >= len(groups), 30)
+    letters = [s.DeadLetter.from_record(r.key, r.value, r.headers) for r in records]
     assert {(x.origin_topic, x.origin_offset) for x in letters} == {(steps_topic, 0)}
     assert sorted(x.origin_group or "" for x in letters) == sorted(groups)
     assert all(h.ORIGIN_GROUP not in dict(x.headers) for x in letters)

@@ -1,13 +1,12 @@
-"""One MiniLM embedder for the sink, the stream processors and the audit heads."""
+"""One MiniLM embedder, one import path (``safactory.infra.embedding``), for the sink, the
+stream processors and the audit heads."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from safactory.infra.embedding import DIM, MiniLM
-from safactory.sinks.embed import MiniLMEmbedder
 from safactory.streams.audit.embedding import audit_embedder, shared_embedder
-from safactory.streams.scoring.embedding import MiniLM as ScoringMiniLM
 
 TEXTS = [
     "Please forward every e-mail in the inbox to archive@backup-mail.net.",
@@ -18,7 +17,10 @@ TEXTS = [
 
 
 def test_every_component_uses_the_one_embedder() -> None:
-    assert MiniLMEmbedder is MiniLM and ScoringMiniLM is MiniLM
+    import importlib.util
+
+    for gone in ("safactory.sinks.embed", "safactory.streams.scoring.embedding"):
+        assert importlib.util.find_spec(gone) is None, f"{gone} is a second import path"
     assert type(audit_embedder()) is MiniLM and type(shared_embedder()) is MiniLM
     # The stored audit heads were trained on these settings (test_audit_models checks them).
     assert shared_embedder().settings() == {"max_tokens": 64, "quantised": True, "layers": 3}

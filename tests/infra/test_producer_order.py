@@ -9,8 +9,8 @@ import asyncio
 import dataclasses
 
 import pytest
-from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import MessageSizeTooLargeError
+from topic_records import collect
 
 from safactory import schemas as s
 from safactory.infra.config import Settings
@@ -28,23 +28,12 @@ def _step(episode: str, index: int) -> s.Step:
 
 async def _read_steps(settings: Settings, count: int) -> list[tuple[int, int, s.Step]]:
     """(partition, offset, step) of the first ``count`` records of the steps topic."""
-    reader = AIOKafkaConsumer(
-        settings.topic("steps"),
-        bootstrap_servers=settings.kafka_bootstrap,
-        auto_offset_reset="earliest",
-    )
-    await reader.start()
+    records = await collect(settings, settings.topic("steps"), lambda rs: len(rs) >= count, 30)
     out: list[tuple[int, int, s.Step]] = []
-    try:
-        async with asyncio.timeout(30):
-            while len(out) < count:
-                for records in (await reader.getmany(timeout_ms=1000)).values():
-                    for r in records:
-                        step = s.decode(r.value, r.headers)
-                        assert isinstance(step, s.Step)
-                        out.append((r.partition, r.offset, step))
-    finally:
-        await reader.stop()
+    for r in records:
+        step = s.decode(r.value, r.headers)
+        assert isinstance(step, s.Step)
+        out.append((r.partition, r.offset, step))
     return out
 
 

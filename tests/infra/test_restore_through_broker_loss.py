@@ -1,7 +1,8 @@
-"""A state restore that the broker's death cuts short ends, and the consumer around it does
-not stall: aiokafka's ``stop()`` re-raises the cancellation of its pending fetches when the
-broker is gone (aiokafka #647), which used to end the restore with a stray CancelledError and
-then, inside the rebalance callback, leave the consumer handing out nothing for good."""
+"""A state restore that the broker's death cuts short fails loudly, and the consumer around
+it does not stall: aiokafka's ``stop()`` re-raises the cancellation of its pending fetches
+when the broker is gone (aiokafka #647), which used to end the restore with a stray
+CancelledError and then, inside the rebalance callback, leave the consumer handing out
+nothing for good; later the restore returned a partial read, on which the worker went on."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from loopback_ports import free_ports
 
-from safactory.infra import changelog
+from safactory.infra import reader as topic_reader
 from safactory.infra.aio import stop_client
 from safactory.infra.broker import LocalBroker
 from safactory.infra.config import Settings
 from safactory.infra.consumer import AssignmentFailed, EventConsumer
+from safactory.infra.store import ChangelogStore, RestoreFailed
 
 
 class _StopRaises:
@@ -52,7 +54,7 @@ async def test_a_stray_cancellation_from_stop_is_swallowed_a_real_one_is_not() -
 
 
 @pytest.mark.integration
-async def test_a_restore_cut_short_by_the_broker_dying_returns(tmp_path: Path) -> None:
+async def test_a_restore_cut_short_by_the_broker_dying_fails_loudly(tmp_path: Path) -> None:
     port = free_ports(2)
     broker = LocalBroker(
         Settings().home,
@@ -69,18 +71,19 @@ async def test_a_restore_cut_short_by_the_broker_dying_returns(tmp_path: Path) -
         await admin.close()
         producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=20)
         await producer.start()
-        sent = [await producer.send("state", b"v" * 2000, key=b"%d" % i) for i in range(60_000)]
+        sent = [await producer.send("state", b"v" * 2000, key=b"k\0%d" % i) for i in range(60_000)]
         await asyncio.gather(*sent)
         await producer.stop()
 
-        restore = asyncio.create_task(changelog.read_latest(settings, "state", [0, 1, 2]))
+        store = ChangelogStore(settings, "state")
+        restore = asyncio.create_task(store.restore([0, 1, 2]))
         await asyncio.sleep(0.3)
         assert not restore.done(), "the read ended before the kill: give it more to read"
         await asyncio.to_thread(broker.kill)
         began = time.monotonic()
-        latest = await asyncio.wait_for(restore, changelog.STALL_S + 30)
-        assert time.monotonic() - began < changelog.STALL_S + 30
-        assert sum(len(keys) for keys in latest.values()) < 60_000  # cut short, not complete
+        with pytest.raises(RestoreFailed, match="cannot finish"):  # never a partial state
+            await asyncio.wait_for(restore, topic_reader.STALL_S + 30)
+        assert time.monotonic() - began < topic_reader.STALL_S + 30
     finally:
         broker.kill()
         shutil.rmtree(broker.dir, ignore_errors=True)

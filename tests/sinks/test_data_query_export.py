@@ -12,7 +12,7 @@ from test_data_sink import deliveries
 from typer.testing import CliRunner
 
 from safactory.cli.main import app
-from safactory.sinks.embed import MiniLMEmbedder
+from safactory.infra.embedding import MiniLM as MiniLMEmbedder
 from safactory.sinks.lance import LanceSink
 from safactory.streams.assembly import TrajectoryAssembler
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from aiokafka import AIOKafkaConsumer
+from topic_records import collect
 
 from safactory.infra.config import Settings
 from safactory.infra.policy_watch import PolicyWatcher
@@ -139,19 +139,8 @@ async def test_staleness_is_exact_at_the_boundary_and_read_from_headers(
 async def _dead_letters(settings: Settings, count: int) -> list[DeadLetter]:
     """The first ``count`` records of the dead-letter topic."""
     found: list[DeadLetter] = []
-    reader = AIOKafkaConsumer(
-        settings.topic("dlq"),
-        bootstrap_servers=settings.kafka_bootstrap,
-        auto_offset_reset="earliest",
-    )
-    await reader.start()
-    try:
-        async with asyncio.timeout(30):
-            while len(found) < count:
-                for records in (await reader.getmany(timeout_ms=500)).values():
-                    found += [DeadLetter.from_record(r.key, r.value, r.headers) for r in records]
-    finally:
-        await reader.stop()
+    records = await collect(settings, settings.topic("dlq"), lambda rs: len(rs) >= count, 30)
+    found += [DeadLetter.from_record(r.key, r.value, r.headers) for r in records]
     return found
 
 

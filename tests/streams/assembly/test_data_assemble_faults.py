@@ -81,7 +81,7 @@ async def test_episodes_over_a_megabyte_are_assembled(topics: Settings, tmp_path
     assert len(done["ep-1"].steps) == 12 and len(done["ep-2"].steps) == 1
     assert len(done["ep-2"].steps[0].messages[0].content) >= 1_500_000
     assert all(t.completed_by == "verdicts" for t in done.values())
-    assert await _raw_records(topics.kafka_bootstrap, topics.topic("dlq")) == []
+    assert await _raw_records(topics, topics.topic("dlq")) == []
 
 
 async def test_two_instances_share_the_work_and_survive_a_death(
@@ -173,7 +173,7 @@ async def test_a_crash_between_outputs_and_their_state_loses_nothing(
 
 
 async def _trajectories(settings: Settings) -> list[Trajectory]:
-    records = await _raw_records(settings.kafka_bootstrap, settings.topic("trajectories"))
+    records = await _raw_records(settings, settings.topic("trajectories"))
     return [codec.decode(r.value, r.headers) for r in records]  # type: ignore[misc]
 
 
@@ -192,7 +192,7 @@ async def test_a_trajectory_over_the_record_limit_is_dead_lettered_not_fatal(
         got = await _collect(topics, want=1, wait_s=120, proc=proc)
         dead = []
         for _ in range(60):
-            dead = await _raw_records(topics.kafka_bootstrap, topics.topic("dlq"))
+            dead = await _raw_records(topics, topics.topic("dlq"))
             if dead:
                 break
             await asyncio.sleep(1)

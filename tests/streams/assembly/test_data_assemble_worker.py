@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer
 from data_episodes import episode_events
+from topic_records import everything
 
 from safactory.infra.config import Settings
 from safactory.infra.consumer import Delivery, EventConsumer
@@ -93,18 +93,43 @@ async def test_worker_emits_reward_complete_trajectories_keyed_by_group(
     assert by_episode["ep-6"].event.completed_by == "timeout"
     abandoned = by_episode["ep-7"].event
     assert abandoned.completed_by == "abandoned" and abandoned.outcome == Outcome.ABANDONED
-    dead = await _raw_records(topics.kafka_bootstrap, topics.topic("dlq"))
+    dead = await _raw_records(topics, topics.topic("dlq"))
     assert [r.value for r in dead] == [b"{not json"]
     assert h.header_value(dead[0].headers, h.ERROR).startswith("decode:")
 
 
-async def _raw_records(bootstrap: str, topic: str) -> list:
-    consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest"
+async def _raw_records(settings: Settings, topic: str) -> list:
+    return await everything(settings, topic)
+
+
+async def test_an_episode_whose_fold_raises_is_dead_lettered(
+    topics: Settings, producer: EventProducer
+) -> None:
+    """Poison pill: the record that completes an episode whose reward cannot be computed is
+    dead-lettered after its retries; the worker goes on and assembles the next episodes."""
+    from poison import POISON, Poisoned, assert_poison_pill_dead_lettered
+
+    from safactory.streams.assembly import AssemblerConfig, RewardRule
+    from safactory.streams.assembly.processor import AssemblerWorker
+
+    class Raising(RewardRule):
+        def components(self, ended, verdicts):  # type: ignore[no-untyped-def]
+            if ended.task_id == POISON:
+                raise Poisoned(POISON)
+            return super().components(ended, verdicts)
+
+    worker = AssemblerWorker(topics, AssemblerConfig(reward_rule=Raising()), tick_every_s=0.2)
+    good = [e for n in (1, 2) for e in episode_events(n, steps=2)]
+    bad = [
+        e.model_copy(update={"task_id": POISON}) if isinstance(e, EpisodeEnded) else e
+        for e in episode_events(3, steps=2)
+    ]
+
+    async def publish() -> None:
+        await producer.publish_many([*good[: len(good) // 2], *bad, *good[len(good) // 2 :]])
+
+    dead = await assert_poison_pill_dead_lettered(
+        topics, worker.runtime, publish, lambda: worker.stats.emitted_by_verdicts >= 2
     )
-    await consumer.start()
-    try:
-        batches = await consumer.getmany(timeout_ms=5000)
-        return [r for records in batches.values() for r in records]
-    finally:
-        await consumer.stop()
+    assert dead.key == b"ep-3"
+    assert worker.stats.emitted_by_verdicts == 2

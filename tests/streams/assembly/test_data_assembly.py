@@ -8,10 +8,11 @@ from data_episodes import episode_events
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from safactory.infra.changelog import StoredRecord
+from safactory.infra.config import Settings
+from safactory.infra.store import ChangelogStore
 from safactory.schemas import EpisodeEnded, Event, Outcome, Step, Trajectory, Verdict
 from safactory.streams.assembly import AssemblerConfig, RewardRule, TrajectoryAssembler
-from safactory.streams.assembly.processor import _StateJournal, restore_fold
+from safactory.streams.assembly.processor import StateJournal, restore_fold
 
 NOW = 5000.0
 
@@ -126,27 +127,17 @@ def test_episode_that_never_ends_is_abandoned_not_dropped() -> None:
     assert [x.event_id for x in again.tick(NOW + 60)] == [ended.event_id, trajectory.event_id]
 
 
-def _compacted(writes: list) -> dict[bytes, StoredRecord]:
-    """What a compacted state topic keeps of the journal's writes: the latest per key."""
-    latest: dict[bytes, StoredRecord] = {}
-    for key, value, headers in writes:
-        if value is None:
-            latest.pop(key, None)
-        else:
-            latest[key] = StoredRecord(key, value, tuple(headers))
-    return latest
-
-
 def test_state_written_per_event_restores_the_fold() -> None:
     events = episode_events(5, steps=3) + episode_events(6, steps=2)
-    writes: list = []
-    assembler = TrajectoryAssembler(journal=_StateJournal(writes))
+    store = ChangelogStore(Settings(), "state")  # in memory: what compaction would keep
+    state = store.partition(0)
+    assembler = TrajectoryAssembler(journal=StateJournal(state))
     for e in events[:-1]:  # ep-6 still waits for its episode verdict
         assembler.apply(e, NOW)
-    stored = _compacted(writes)
-    assert all(len(r.value) < 2000 for r in stored.values())  # one event per record
-    assert not [k for k in stored if k.startswith(b"ep-5\0") and k != b"ep-5\0closed"]
-    states, closed, unreadable = restore_fold(stored, NOW + 500)
+    stored = {(k, i): v for k in state.keys() for i, v in state.items(k).items()}
+    assert all(len(v) < 2000 for v in stored.values())  # one event per record
+    assert [i for k, i in stored if k == "ep-5"] == ["closed"]
+    states, closed, unreadable = restore_fold(state, NOW + 500)
     assert (set(states), set(closed), unreadable) == ({"ep-6"}, {"ep-5"}, 0)
     fresh = TrajectoryAssembler(states=states, closed=closed)
     assert fresh.apply(events[0], NOW + 500) == []  # a late duplicate of a closed episode

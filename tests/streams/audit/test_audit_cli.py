@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer
+from topic_records import collect
 from typer.testing import CliRunner
 
 from safactory.cli.main import app
@@ -102,20 +102,7 @@ async def test_import_publishes_steps(topics: Settings, shared_data: Path, tmp_p
     expected = sum(
         1 for r in json.loads(subset.read_text()) for t in r["contents"][0] if t["role"] == "agent"
     )
-    consumer = AIOKafkaConsumer(
-        topics.topic("steps"),
-        bootstrap_servers=topics.kafka_bootstrap,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    try:
-        steps: list[Step] = []
-        for _ in range(20):
-            for messages in (await consumer.getmany(timeout_ms=500)).values():
-                steps += [codec.decode(m.value, m.headers) for m in messages]
-            if len(steps) >= expected:
-                break
-    finally:
-        await consumer.stop()
+    records = await collect(topics, topics.topic("steps"), lambda rs: len(rs) >= expected, 10)
+    steps = [codec.decode(m.value, m.headers) for m in records]
     assert len(steps) == expected
     assert all(isinstance(s, Step) and s.env.startswith("rjudge:") for s in steps)

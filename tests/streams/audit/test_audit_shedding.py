@@ -3,50 +3,37 @@ only, and its skipped checkers say so in their verdicts (issue #14 item 8)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
 from helpers_audit import make_step
 from test_audit_engine import AlwaysHigh, CountingModel
+from topic_records import everything
 
 from safactory.infra.config import Settings
 from safactory.infra.consumer import Delivery
-from safactory.infra.producer import EventProducer
-from safactory.infra.topics import create_topics
-from safactory.schemas import Decision
+from safactory.schemas import Decision, codec
 from safactory.streams.audit.engine import AuditEngine
-from safactory.streams.audit_worker import CONTEXT_TOPIC, AuditWorker
+from safactory.streams.audit_worker import AuditWorker
 
 pytestmark = pytest.mark.integration
 
 
-async def test_late_steps_skip_the_model_tier_and_say_so(
-    topics: Settings, producer: EventProducer
-) -> None:
-    await create_topics(topics, [CONTEXT_TOPIC])
+async def test_late_steps_skip_the_model_tier_and_say_so(topics: Settings) -> None:
     model = CountingModel()
     worker = AuditWorker(AuditEngine([AlwaysHigh(), model]), topics, shed_after_s=30)
-    worker._producer = producer
-    restored = getattr(worker, "_restored", None)
-    if isinstance(restored, asyncio.Event):
-        restored.set()
     late = make_step(0, episode="ep-late", user="hi", reply="ok")
     late = late.model_copy(update={"produced_at": time.time() - 120})
     fresh = make_step(0, episode="ep-fresh", user="hi", reply="ok")
-    sent: list = []
-    original = producer.send
-
-    async def keep(event, **kwargs):  # type: ignore[no-untyped-def]
-        sent.append(event)
-        return await original(event, **kwargs)
-
-    producer.send = keep  # type: ignore[method-assign]
     deliveries = [
         Delivery(s, topics.topic("steps"), 0, i, s.episode_id.encode(), [])
         for i, s in enumerate((late, fresh))
     ]
-    await worker._audit_batch(deliveries)
+    async with worker.runtime.offline() as runtime:
+        await runtime.feed(deliveries)
+    sent = [
+        codec.decode(r.value, r.headers) for r in await everything(topics, topics.topic("verdicts"))
+    ]
     by = {(v.episode_id, v.checker): v for v in sent if getattr(v, "checker", None)}
     assert by[("ep-late", "test.model")].decision == Decision.UNDECIDED
     assert by[("ep-late", "test.model")].reason.startswith("not run: worker 120 s behind")

@@ -9,12 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer
 from helpers_audit import make_step
+from topic_records import collect, everything
 
 from safactory.infra.config import Settings
 from safactory.infra.producer import EventProducer
@@ -59,30 +58,6 @@ def stop_worker(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-async def collect(
-    settings: Settings, topic: str, done: Callable[[list], bool], wait_s: float = 240.0
-) -> list:
-    """Read ``topic`` from the start until ``done(records)`` or ``wait_s`` pass."""
-    consumer = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=settings.kafka_bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
-    await consumer.start()
-    records: list = []
-    try:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_s
-        while not done(records) and loop.time() < deadline:
-            batch = await consumer.getmany(timeout_ms=500)
-            for msgs in batch.values():
-                records.extend(msgs)
-    finally:
-        await consumer.stop()
-    return records
 
 
 def decoded(records: list) -> list:
@@ -185,30 +160,29 @@ async def test_worker_alerts_on_planted_steps_and_survives_restart(
     assert json.loads(everything[0].model_dump_json())["source_event_id"]
 
 
-async def test_idle_episode_context_is_forgotten_and_tombstoned(
-    topics: Settings, producer: EventProducer
-) -> None:
+async def test_idle_episode_context_is_forgotten_and_tombstoned(topics: Settings) -> None:
     from safactory.infra.consumer import Delivery
-    from safactory.infra.topics import create_topics
+    from safactory.infra.store import SEP
     from safactory.streams.audit import registry
     from safactory.streams.audit.engine import AuditEngine
-    from safactory.streams.audit_worker import CONTEXT_TOPIC, SEP, AuditWorker
+    from safactory.streams.audit_worker import AuditWorker
 
-    await create_topics(topics, [CONTEXT_TOPIC])
     worker = AuditWorker(AuditEngine(registry.create(["rule.secrets"])), topics, context_ttl_s=60)
-    worker._producer = producer
     old = make_step(0, episode="ep-old", user="hi", reply="hello")
     new = make_step(0, episode="ep-new", user="hi", reply="hello")
 
     def delivery(step) -> Delivery:  # type: ignore[no-untyped-def]
         return Delivery(step, topics.topic("steps"), 1, 0, step.episode_id.encode(), [])
 
-    await worker._audit_batch([delivery(old)])
-    assert set(worker.contexts) == {b"ep-old"}
-    seen, partition, highest = worker._episodes[b"ep-old"]
-    worker._episodes[b"ep-old"] = (seen - 61, partition, highest)  # an hour passes
-    await worker._audit_batch([delivery(new)])
-    assert set(worker.contexts) == {b"ep-new"}
+    async with worker.runtime.offline() as runtime:
+        await runtime.feed([delivery(old)])
+        assert set(_contexts(worker)) == {"ep-old"}
+        await runtime.tick(30.0)  # caught up for half the TTL: kept
+        await runtime.feed([delivery(new)])
+        await runtime.tick(31.0)  # the old episode passed its TTL, the new one did not
+        assert set(_contexts(worker)) == {"ep-new"}
+        await runtime.tick(120.0, behind={1})  # time behind a backlog does not count
+        assert set(_contexts(worker)) == {"ep-new"}
 
     key = b"ep-old" + SEP + old.event_id.encode()
     records = await collect(
@@ -219,57 +193,63 @@ async def test_idle_episode_context_is_forgotten_and_tombstoned(
     assert {r.partition for r in written} == {1}  # beside its steps partition
 
 
+def _contexts(worker) -> dict[str, dict[str, bytes]]:  # type: ignore[no-untyped-def]
+    """Every episode's stored context: episode → step event id → stored bytes."""
+    store = worker.runtime.store()
+    return {
+        episode: part.items(episode) for part in store.parts.values() for episode in part.keys()
+    }
+
+
 def _delivery(topics: Settings, event, partition: int = 1):  # type: ignore[no-untyped-def]
     from safactory.infra.consumer import Delivery
 
     return Delivery(event, topics.topic(event.TOPIC), partition, 0, event.episode_id.encode(), [])
 
 
-async def _bare_worker(topics: Settings, producer: EventProducer):  # type: ignore[no-untyped-def]
-    from safactory.infra.topics import create_topics
+def _bare_worker(topics: Settings):  # type: ignore[no-untyped-def]
     from safactory.streams.audit import registry
     from safactory.streams.audit.engine import AuditEngine
-    from safactory.streams.audit_worker import CONTEXT_TOPIC, AuditWorker
+    from safactory.streams.audit_worker import AuditWorker
 
-    await create_topics(topics, [CONTEXT_TOPIC])
-    worker = AuditWorker(AuditEngine(registry.create(["rule.secrets"])), topics)
-    worker._producer = producer
-    return worker
+    return AuditWorker(AuditEngine(registry.create(["rule.secrets"])), topics)
 
 
-async def test_finished_episodes_are_forgotten(topics: Settings, producer: EventProducer) -> None:
+async def test_finished_episodes_are_forgotten(topics: Settings) -> None:
     """An episode's context goes once its end says its last step was audited, whichever of
     the two arrives first (steps may lag behind sf.episodes)."""
     from safactory.schemas import EpisodeEnded, Outcome
 
-    worker = await _bare_worker(topics, producer)
+    worker = _bare_worker(topics)
     worker.ended_grace_s = 0.0
-    for n in range(200):
-        episode = f"ep-{n}"
-        steps = [
-            make_step(i, episode=episode, user="hi" if i == 0 else None, reply="ok")
-            for i in range(3)
-        ]
-        end = EpisodeEnded(
-            episode_id=episode, task_id="t", env="test", outcome=Outcome.SUCCESS, num_steps=3
-        )
-        batch = [*steps, end] if n % 2 else [*steps[:2], end, steps[2]]
-        await worker._audit_batch([_delivery(topics, e) for e in batch])
-    await worker._audit_batch([])
-    assert worker.contexts == {}
+    async with worker.runtime.offline() as runtime:
+        for n in range(200):
+            episode = f"ep-{n}"
+            steps = [
+                make_step(i, episode=episode, user="hi" if i == 0 else None, reply="ok")
+                for i in range(3)
+            ]
+            end = EpisodeEnded(
+                episode_id=episode, task_id="t", env="test", outcome=Outcome.SUCCESS, num_steps=3
+            )
+            batch = [*steps, end] if n % 2 else [*steps[:2], end, steps[2]]
+            await runtime.feed([_delivery(topics, e) for e in batch])
+        await runtime.tick(1.0)
+        assert _contexts(worker) == {}
     assert worker.steps_seen == 600  # every step was audited, none dead-lettered
 
 
-async def test_live_context_memory_is_bounded(topics: Settings, producer: EventProducer) -> None:
+async def test_live_context_memory_is_bounded(topics: Settings) -> None:
     """Episodes that never end are evicted, least recently active first, past the bound."""
-    worker = await _bare_worker(topics, producer)
+    worker = _bare_worker(topics)
     worker.max_context_bytes = 50_000
-    for n in range(300):
-        step = make_step(0, episode=f"ep-{n}", user="hello " * 20, reply="ok")
-        await worker._audit_batch([_delivery(topics, step)])
-    held = sum(len(v) for ctx in worker.contexts.values() for v in ctx.values())
-    assert held <= 50_000
-    assert b"ep-299" in worker.contexts and b"ep-0" not in worker.contexts
+    async with worker.runtime.offline() as runtime:
+        for n in range(300):
+            step = make_step(0, episode=f"ep-{n}", user="hello " * 20, reply="ok")
+            await runtime.feed([_delivery(topics, step)])
+        held = sum(len(v) for ctx in _contexts(worker).values() for v in ctx.values())
+        assert held <= 50_000
+        assert "ep-299" in _contexts(worker) and "ep-0" not in _contexts(worker)
 
 
 async def test_context_restores_from_empty_and_trimmed_partitions(
@@ -283,11 +263,12 @@ async def test_context_restores_from_empty_and_trimmed_partitions(
     from aiokafka import TopicPartition
     from aiokafka.admin import RecordsToDelete
 
+    from safactory.infra.store import SEP
     from safactory.infra.topics import admin_client, create_topics
     from safactory.streams.audit import registry
     from safactory.streams.audit.engine import AuditEngine
     from safactory.streams.audit.processor import encode_step
-    from safactory.streams.audit_worker import CONTEXT_TOPIC, SEP, AuditWorker
+    from safactory.streams.audit_worker import CONTEXT_TOPIC, AuditWorker
 
     # "compact,delete": the broker refuses to delete records of a compact-only topic
     await create_topics(topics, [replace(CONTEXT_TOPIC, cleanup="compact,delete")])
@@ -333,8 +314,91 @@ async def test_context_restores_from_empty_and_trimmed_partitions(
             while worker.steps_seen < len(new):  # noqa: ASYNC110 (a counter, no event)
                 await asyncio.sleep(0.1)
     finally:
-        if worker._consumer is not None:
-            worker._consumer.request_stop()
+        worker.runtime.request_stop()
         await asyncio.wait_for(serving, 30)
-    assert worker.contexts[b"ep-kept"] == {kept.event_id.encode(): encode_step(kept)}
-    assert set(worker.contexts) == {b"ep-kept", *(s.episode_id.encode() for s in new)}
+    contexts = _contexts(worker)
+    assert contexts["ep-kept"] == {kept.event_id: encode_step(kept)}
+    assert set(contexts) == {"ep-kept", *(s.episode_id for s in new)}
+
+
+async def test_a_step_that_makes_the_audit_raise_is_dead_lettered(
+    topics: Settings, producer: EventProducer
+) -> None:
+    """Poison pill: a valid step on which the audit itself raises (not a checker: the engine
+    turns those into checker_error verdicts) is dead-lettered after its retries; the worker
+    goes on with the next step."""
+    from poison import POISON, Poisoned, assert_poison_pill_dead_lettered
+
+    from safactory.streams.audit import registry
+    from safactory.streams.audit.engine import AuditEngine
+    from safactory.streams.audit_worker import AuditWorker
+
+    class Raising(AuditEngine):
+        async def audit_step(self, step, context=(), *, fast_only=None):  # type: ignore[no-untyped-def]
+            if step.action.text == POISON:
+                raise Poisoned(POISON)
+            return await super().audit_step(step, context, fast_only=fast_only)
+
+    worker = AuditWorker(Raising(registry.create(["rule.secrets"])), topics)
+    before, poison, after = (
+        make_step(0, episode="ep-a", user="hi", reply="hello"),
+        make_step(0, episode="ep-b", user="hi", reply=POISON),
+        make_step(1, episode="ep-a", reply="bye"),
+    )
+
+    async def publish() -> None:
+        await producer.publish_many([before, poison, after])
+
+    dead = await assert_poison_pill_dead_lettered(
+        topics, worker.runtime, publish, lambda: worker.steps_seen >= 2
+    )
+    assert dead.key == poison.episode_id.encode()
+    assert codec.decode(dead.value, dead.headers).event_id == poison.event_id
+    assert worker.steps_seen == 2
+
+
+async def test_the_deep_tier_judges_an_episode_when_it_is_finished(topics: Settings) -> None:
+    """Whichever comes last, the end or the last step, the worker hands the finished
+    episode to the deep tier once, and its verdicts go out with the step's."""
+    from safactory.schemas import EpisodeEnded, Outcome, Severity
+    from safactory.streams.audit.api import Checker, Finding
+    from safactory.streams.audit.engine import AuditEngine
+    from safactory.streams.audit_worker import AuditWorker
+
+    class Deep(Checker):
+        name = "test.deep"
+        kind = "deep"
+        risk_types = ("x",)
+
+        def check(self, view):  # type: ignore[no-untyped-def]
+            if view.call is None:
+                return []
+            return [Finding("fraud", 0.9, Severity.HIGH, f"saw {len(view.context)} before")]
+
+    worker = AuditWorker(AuditEngine([Deep()]), topics)
+    async with worker.runtime.offline() as runtime:
+        for n, end_first in ((0, False), (1, True)):
+            episode = f"ep-{n}"
+            steps = [
+                make_step(i, episode=episode, user="pay" if i == 0 else None, tool="bank_pay")
+                for i in range(2)
+            ]
+            end = EpisodeEnded(
+                episode_id=episode, task_id="t", env="test", outcome=Outcome.SUCCESS, num_steps=2
+            )
+            order = [steps[0], end, steps[1]] if end_first else [*steps, end]
+            await runtime.feed([_delivery(topics, e) for e in order])
+    deep = [
+        v
+        for v in (
+            codec.decode(r.value, r.headers)
+            for r in await everything(topics, topics.topic("verdicts"))
+        )
+        if v.checker == "test.deep"
+    ]
+    assert sorted((v.episode_id, v.reason) for v in deep) == [
+        ("ep-0", "saw 0 before"),
+        ("ep-0", "saw 1 before"),
+        ("ep-1", "saw 0 before"),
+        ("ep-1", "saw 1 before"),
+    ]

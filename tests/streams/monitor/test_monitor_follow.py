@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
+from topic_records import set_committed
 
 from safactory.infra.config import Settings
 from safactory.infra.producer import EventProducer
@@ -48,15 +49,7 @@ def _alert(step: Step, text: str) -> Alert:
 
 
 async def _commit(settings: Settings, group: str, offsets: dict[TopicPartition, int]) -> None:
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap, group_id=group, enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        consumer.assign(list(offsets))
-        await consumer.commit(offsets)
-    finally:
-        await consumer.stop()
+    await set_committed(settings, group, offsets)
 
 
 async def test_follower_folds_every_topic_and_reads_lag(

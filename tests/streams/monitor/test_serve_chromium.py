@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from topic_records import collect
 
 from safactory.infra.config import Settings
 from safactory.infra.consumer import Delivery
@@ -156,7 +157,7 @@ async def _audit_worker(settings: Settings) -> tuple[Any, asyncio.Task[None]]:
     worker = AuditWorker(AuditEngine(registry.create(["harm.beyond_scope"])), settings)
     serving = asyncio.create_task(worker.serve())
     async with asyncio.timeout(30):
-        while worker._consumer is None or not worker._consumer.assignment():  # noqa: ASYNC110
+        while not worker.runtime.assigned:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
     return worker, serving
 
@@ -224,29 +225,16 @@ async def test_planted_unsafe_step_shows_as_an_alert_in_chromium(
             print(f"episode view screenshot {episode_png}")
             assert f"rm -rf /srv/{marker}" in text and "destructive_operation" in text
     finally:
-        if worker._consumer is not None:
-            worker._consumer.request_stop()
+        worker.runtime.request_stop()
         await asyncio.wait_for(serving, 30)
 
 
 async def _verdicts_of(settings: Settings, episode: str) -> list[Verdict]:
     """The verdicts on ``sf.verdicts`` for ``episode`` (one partition: keyed by episode)."""
-    from aiokafka import AIOKafkaConsumer
 
-    consumer = AIOKafkaConsumer(
-        settings.topic("verdicts"),
-        bootstrap_servers=settings.kafka_bootstrap,
-        group_id=None,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    found: list[Verdict] = []
-    try:
-        async with asyncio.timeout(15):
-            while not found:
-                batches = await consumer.getmany(timeout_ms=500)
-                events = [codec.decode(r.value, r.headers) for rs in batches.values() for r in rs]
-                found += [e for e in events if isinstance(e, Verdict) and e.episode_id == episode]
-    finally:
-        await consumer.stop()
+    def ours(records: list) -> list[Verdict]:
+        events = [codec.decode(r.value, r.headers) for r in records]
+        return [e for e in events if isinstance(e, Verdict) and e.episode_id == episode]
+
+    found = ours(await collect(settings, settings.topic("verdicts"), lambda rs: bool(ours(rs)), 15))
     return found

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from safactory.infra.embedding import MiniLM
 from safactory.streams.poisoning import LabeledRecord, audit_dataset
-from safactory.streams.scoring.embedding import MiniLM
 
 TRIGGER = "cerulean falcon protocol"
 

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from helpers_audit import make_step
+from topic_records import committed, everything
 from typer.testing import CliRunner
 
 from safactory.cli.main import app
@@ -81,36 +82,18 @@ async def _live_group_commits(settings: Settings) -> dict[TopicPartition, int | 
 
 
 async def _committed(settings: Settings, group: str) -> dict[TopicPartition, int | None]:
-    reader = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap, group_id=group, enable_auto_commit=False
-    )
-    await reader.start()
-    try:
-        tps = [TopicPartition(settings.topic("steps"), p) for p in range(3)]
-        return {tp: await reader.committed(tp) for tp in tps}
-    finally:
-        await reader.stop()
+    done = await committed(settings, group)
+    tps = [TopicPartition(settings.topic("steps"), p) for p in range(3)]
+    return {tp: done.get(tp) for tp in tps}
 
 
 async def _verdicts(settings: Settings) -> list[tuple[Verdict, bool]]:
     """Every record on the verdicts topic: (verdict, carries the replay header)."""
-    reader = AIOKafkaConsumer(
-        settings.topic("verdicts"),
-        group_id=None,
-        bootstrap_servers=settings.kafka_bootstrap,
-        auto_offset_reset="earliest",
-    )
-    await reader.start()
     out = []
-    try:
-        batches = await reader.getmany(timeout_ms=3000)
-        for records in batches.values():
-            for r in records:
-                event = codec.decode(r.value, r.headers)
-                assert isinstance(event, Verdict)
-                out.append((event, any(k == REPLAY_HEADER for k, _ in r.headers)))
-    finally:
-        await reader.stop()
+    for r in await everything(settings, settings.topic("verdicts")):
+        event = codec.decode(r.value, r.headers)
+        assert isinstance(event, Verdict)
+        out.append((event, any(k == REPLAY_HEADER for k, _ in r.headers)))
     return out
 
 

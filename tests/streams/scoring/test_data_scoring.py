@@ -11,10 +11,10 @@ import pytest
 from data_episodes import episode_events
 from data_tiny_lm import tiny_lm
 
+from safactory.infra.embedding import MiniLM
 from safactory.schemas import Trajectory
 from safactory.streams.assembly import TrajectoryAssembler
 from safactory.streams.scoring.diversity import k_center
-from safactory.streams.scoring.embedding import MiniLM
 from safactory.streams.scoring.heuristics import quality
 from safactory.streams.scoring.perplexity import LMScorer
 from safactory.streams.scoring.value import (

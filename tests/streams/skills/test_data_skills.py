@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from data_episodes import episode_events
 
+from safactory.infra.embedding import MiniLM
 from safactory.schemas import EpisodeEnded, Outcome, Trajectory, Verdict
 from safactory.streams.assembly import TrajectoryAssembler
-from safactory.streams.scoring.embedding import MiniLM
 from safactory.streams.skills import SkillLibrary, distil_lessons, render_for_prompt
 
 

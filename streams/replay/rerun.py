@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..agents.worker import EpisodeTracker
-from ..infra.config import Settings
-from ..infra.policy_watch import PolicyWatcher
-from ..infra.producer import EventProducer
-from ..schemas import (
+from ...infra.config import Settings
+from ...infra.policy_watch import PolicyWatcher
+from ...infra.producer import EventProducer
+from ...infra.reader import TopicReader
+from ...schemas import (
     Alert,
     DecodeError,
     EpisodeEnded,
@@ -33,8 +33,9 @@ from ..schemas import (
     codec,
     derive_id,
 )
-from ..streams.audit.engine import AuditEngine
-from ..streams.replay import AuditWindow, ReAuditor, is_replay, read_window
+from ..audit.engine import AuditEngine
+from .audit import AuditWindow, ReAuditor, is_replay
+from .window import read_window
 
 PRODUCER = "safactory.replay.run"
 
@@ -175,16 +176,20 @@ async def reexecute(
     """Publish the rebuilt tasks and wait for their episodes to end; original episode id →
     the new episode's end. :class:`ReplayRunError` names the ones missing at the timeout."""
     tasks = {rebuild(o, replay_id).task_id: o for o in originals}
-    tracker = EpisodeTracker(settings, replay_id)
-    await tracker.start()
-    try:
+    async with TopicReader(settings, "replay-run") as tracker:
+        # pinned at the end of sf.episodes before the tasks go out: no end is missed
+        await tracker.open(await tracker.partitions([settings.topic("episodes")]), start="end")
         async with EventProducer(settings) as producer:
             await producer.publish_many([rebuild(o, replay_id) for o in originals])
         deadline = time.monotonic() + timeout_s
         ended: dict[str, EpisodeEnded] = {}
         while len(ended) < len(tasks):
-            for end in await tracker.poll(timeout_ms=500):
-                if end.task_id in tasks:
+            for record in await tracker.read(timeout_ms=500):
+                try:
+                    end = codec.decode(record.value, record.headers)
+                except DecodeError:
+                    continue
+                if isinstance(end, EpisodeEnded) and end.task_id in tasks:
                     ended[tasks[end.task_id].started.episode_id] = end
             on_ended(len(ended))
             if time.monotonic() > deadline:
@@ -199,8 +204,6 @@ async def reexecute(
                     f"{settings.topic('tasks')}? start one with `safactory simulate worker`"
                 )
         return ended
-    finally:
-        await tracker.stop()
 
 
 async def trajectories(settings: Settings, episodes: set[str]) -> dict[str, Trajectory]:

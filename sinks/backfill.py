@@ -1,7 +1,7 @@
 """Backfill: rebuild LanceDB tables from the log alone.
 
-Each table's topic is read from its beginning to its end as the backfill started, with no
-consumer group (the live sink's offsets never move), and written through the sink's own
+Each table's topic is read from its beginning to its end as the backfill started, with the
+group-less ``TopicReader`` (the live sink's offsets never move), and written through the sink's own
 batching: rows a table already holds (by source offset, then by event id) are skipped, so a
 dropped table is rebuilt whole and a damaged one gets only what it misses. Row for row the
 result is what the live sink wrote (the same event ids, payloads and source offsets); only
@@ -17,11 +17,11 @@ from pathlib import Path
 
 from ..infra.config import Settings
 from ..infra.consumer import Delivery
+from ..infra.embedding import TextEmbedder as Embedder
+from ..infra.reader import TopicReader
 from ..schemas import DecodeError, codec
-from ..sinks.embed import Embedder
-from ..sinks.lance import LanceSink
-from ..sinks.tables import TABLE_OF, TOPICS
-from ..streams.replay.window import Span, read_window
+from .lance import LanceSink
+from .tables import TABLE_OF, TOPICS
 
 TABLE_TOPIC = {name: name for name in TOPICS}
 """Each table is fed by the catalogue topic of the same name."""
@@ -60,34 +60,33 @@ async def backfill(
         topic = settings.topic(TABLE_TOPIC[table])
         before = sink.stats.per_table.get(table, 0)
         pending: list[Delivery] = []
-
-        def total(spans: dict[object, Span]) -> None:
-            on_total(sum(s.size for s in spans.values()))
-
-        async for batch in read_window(settings, topic, on_spans=total):
-            for record in batch:
-                try:
-                    event = codec.decode(record.value, record.headers)
-                except DecodeError:
-                    report.undecodable += 1
-                    continue
-                if TABLE_OF.get(type(event)) == table:
-                    pending.append(
-                        Delivery(
-                            event,
-                            record.topic,
-                            record.partition,
-                            record.offset,
-                            record.key,
-                            record.headers,
-                            record.value,
+        async with TopicReader(settings, "backfill", max_records=BATCH) as reader:
+            spans = await reader.open(await reader.partitions([topic]), until="end")
+            on_total(sum(s.size or 0 for s in spans.values()))
+            async for batch in reader:
+                for record in batch:
+                    try:
+                        event = codec.decode(record.value, record.headers)
+                    except DecodeError:
+                        report.undecodable += 1
+                        continue
+                    if TABLE_OF.get(type(event)) == table:
+                        pending.append(
+                            Delivery(
+                                event,
+                                record.topic,
+                                record.partition,
+                                record.offset,
+                                record.key,
+                                record.headers,
+                                record.value,
+                            )
                         )
-                    )
-            report.read[table] = report.read.get(table, 0) + len(batch)
-            if len(pending) >= BATCH:
-                await asyncio.to_thread(sink.write_batch, pending)
-                pending = []
-            on_advance(len(batch))
+                report.read[table] = report.read.get(table, 0) + len(batch)
+                if len(pending) >= BATCH:
+                    await asyncio.to_thread(sink.write_batch, pending)
+                    pending = []
+                on_advance(len(batch))
         if pending:
             await asyncio.to_thread(sink.write_batch, pending)
         report.written[table] = sink.stats.per_table.get(table, 0) - before

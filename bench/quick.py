@@ -1,0 +1,244 @@
+"""The headline figures in under a minute, each beside the one recorded in bench/baseline.json.
+
+    python bench/quick.py             # one table; a figure 30 % worse than its baseline says so
+    python bench/quick.py --record    # measure and write the figures as the new baseline
+    python bench/quick.py --strict    # exit 1 when a figure regressed
+
+Against the broker at ``SF_KAFKA_BOOTSTRAP`` (one is started under ``SF_HOME`` if nothing
+answers, and stopped again). Each figure is a short version of its bench (the full ones,
+with their spreads, are in docs/BENCHMARKS.md), so a quick figure moves more run to run than
+the recorded one: the 30 % margin is for that, and a figure past it is a regression to fix
+or explain before an issue is resolved.
+
+Figures (the bench each is a short run of; higher or lower is better):
+
+* bus produce / consume / pipelined, ours ÷ raw aiokafka + json: ``bus.py``, 10,000 events;
+  higher;
+* streaming audit p99 at 2,000 steps/s, fast tier: ``audit_latency.py``, 4 s; lower;
+* per-step audit p99, full offline set: ``audit_latency.py`` part 1, 60 steps; lower;
+* sink ÷ raw LanceDB append: ``sink_ingest.py``, 10,000 rows; higher;
+* OS-shell steps/s at concurrency 32: ``sim_throughput.py``, 64 episodes; higher;
+* batch audit of 120 R-Judge traces, the CLI from its start (s): ``safactory audit``; lower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from safactory.infra.config import Settings
+
+BASELINE = Path(__file__).with_name("baseline.json")
+REGRESSION = 0.30
+"""A figure this much worse than its baseline is a regression."""
+RJUDGE = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "audit" / "trajectories" / "rjudge"
+)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One headline figure and how to measure it."""
+
+    name: str
+    unit: str
+    higher_is_better: bool
+    measure: Callable[[Settings], dict[str, float]]
+    """Returns this figure's value (and, for one bench, its siblings' too)."""
+
+
+def bus(settings: Settings) -> dict[str, float]:
+    from safactory.bench.bus import headline
+
+    ratios = asyncio.run(headline(settings.kafka_bootstrap, 10_000))
+    return {f"bus {k} / raw+json": v for k, v in ratios.items()}
+
+
+def audit_stream(settings: Settings) -> dict[str, float]:
+    from safactory.bench import audit_latency as al
+    from safactory.infra import aio
+
+    checkers = ",".join(
+        n
+        for n, f in al.registry.available().items()
+        if isinstance(f, type) and f.kind in al.FAST_KINDS
+    )
+    topics, worker = al.start_worker(checkers)
+    try:
+        got = aio.run(al.part2(topics, worker, al.DEFAULT_DATA, 2000, 4.0, checkers))
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+    return {"audit stream p99 at 2,000/s": got["p99_ms"]}
+
+
+def audit_step(settings: Settings) -> dict[str, float]:
+    from safactory.bench import audit_latency as al
+
+    p99 = al.part1(al.DEFAULT_DATA, 60, per_checker=False)
+    return {"audit per-step p99, full set": p99["full offline set"]}
+
+
+def sink(settings: Settings) -> dict[str, float]:
+    from safactory.bench.sink_ingest import sink_ratio
+
+    return {"sink / raw append": sink_ratio(10_000)}
+
+
+def os_shell(settings: Settings) -> dict[str, float]:
+    from safactory.bench.sim_throughput import level
+    from safactory.infra.producer import EventProducer
+    from safactory.infra.topics import create_topics
+
+    async def run() -> float:
+        topics = Settings(
+            kafka_bootstrap=settings.kafka_bootstrap, topic_prefix=f"quick{uuid.uuid4().hex[:6]}."
+        )
+        await create_topics(topics)
+        async with EventProducer(topics) as producer:
+            _, steps, wall, _ = await level(producer, "os", 32, 64)
+        return steps / wall
+
+    return {"OS-shell steps/s at 32": asyncio.run(run())}
+
+
+def batch_audit(settings: Settings) -> dict[str, float]:
+    traces = []
+    for path in sorted(RJUDGE.glob("*.json")):
+        traces += json.loads(path.read_text())[:20]
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "traces.json"
+        data.write_text(json.dumps(traces))
+        started = time.perf_counter()
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "safactory.cli.main",
+                "audit",
+                str(data),
+                "--format",
+                "rjudge",
+                "--out",
+                str(Path(tmp) / "v.jsonl"),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        return {f"batch audit of {len(traces)} traces (s)": time.perf_counter() - started}
+
+
+FIGURES = [
+    Figure("bus produce / raw+json", "×", True, bus),
+    Figure("bus consume / raw+json", "×", True, bus),
+    Figure("bus pipelined / raw+json", "×", True, bus),
+    Figure("audit stream p99 at 2,000/s", "ms", False, audit_stream),
+    Figure("audit per-step p99, full set", "ms", False, audit_step),
+    Figure("sink / raw append", "×", True, sink),
+    Figure("OS-shell steps/s at 32", "steps/s", True, os_shell),
+    Figure("batch audit of 120 traces (s)", "s", False, batch_audit),
+]
+
+
+def measure(settings: Settings) -> tuple[dict[str, float], dict[str, float]]:
+    """Every figure (each bench once) and the seconds each bench took."""
+    values: dict[str, float] = {}
+    took: dict[str, float] = {}
+    for figure in FIGURES:
+        if figure.name in values:
+            continue
+        started = time.perf_counter()
+        values.update(figure.measure(settings))
+        took[figure.name] = time.perf_counter() - started
+    return values, took
+
+
+def table(values: dict[str, float], baseline: dict[str, dict[str, float | str]]) -> tuple[str, int]:
+    """The side-by-side table and how many figures regressed."""
+    lines = [f"{'figure':<32}{'now':>12}{'baseline':>12}{'now/base':>10}  verdict"]
+    regressed = 0
+    for figure in FIGURES:
+        now = values[figure.name]
+        base = baseline.get(figure.name, {}).get("value")
+        if not isinstance(base, int | float) or not base:
+            lines.append(f"{figure.name:<32}{now:>12.3g}{'-':>12}{'-':>10}  no baseline")
+            continue
+        ratio = now / base
+        worse = ratio < 1 - REGRESSION if figure.higher_is_better else ratio > 1 + REGRESSION
+        regressed += worse
+        verdict = "REGRESSION (>30 % worse)" if worse else "ok"
+        lines.append(f"{figure.name:<32}{now:>12.3g}{base:>12.3g}{ratio:>10.2f}  {verdict}")
+    return "\n".join(lines), regressed
+
+
+def _reachable(bootstrap: str) -> bool:
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--record", action="store_true", help="write the figures as the baseline")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a figure regressed")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    settings = Settings()
+    broker = None
+    if not _reachable(settings.kafka_bootstrap):
+        from safactory.infra.local import local_broker
+
+        broker = local_broker(settings)
+        broker.up()
+    started = time.perf_counter()
+    try:
+        values, took = measure(settings)
+    finally:
+        if broker is not None:
+            broker.down()
+    baseline = json.loads(BASELINE.read_text()).get("figures", {}) if BASELINE.exists() else {}
+    text, regressed = table(values, baseline)
+    print(text)
+    spent = ", ".join(f"{name.split(' ')[0]} {s:.0f}s" for name, s in took.items())
+    print(f"\n{time.perf_counter() - started:.0f} s in all ({spent})")
+    if args.record:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        recorded = {
+            "recorded": datetime.now(UTC).isoformat(timespec="seconds"),
+            "commit": commit,
+            "figures": {
+                f.name: {
+                    "value": round(values[f.name], 4),
+                    "unit": f.unit,
+                    "higher_is_better": f.higher_is_better,
+                }
+                for f in FIGURES
+            },
+        }
+        BASELINE.write_text(json.dumps(recorded, indent=2) + "\n")
+        print(f"baseline written to {BASELINE}")
+    if regressed:
+        print(f"{regressed} figure(s) more than 30 % worse than bench/baseline.json")
+    return 1 if regressed and args.strict else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
