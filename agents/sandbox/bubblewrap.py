@@ -427,7 +427,9 @@ class Sandbox:
         options = b"".join(f"{o}\0".encode() for o in self._bwrap_options(AGENT_HOME))
         # env -i: bwrap's init (the sandbox's /proc/1) keeps bwrap's environment, which would
         # otherwise carry PWD/OLDPWD host paths from the `cd` above.
-        script = self._mount_script(f'exec env -i {_LAUNCH_ASSIGNMENTS} "$@"')
+        script = self.group.session_script() + self._mount_script(
+            f'exec env -i {_LAUNCH_ASSIGNMENTS} "$@"'
+        )
         server = ["/usr/bin/python3", "-I", "-S", "-c", _SERVER, str(self.limits.max_output_bytes)]
         read_end, write_end = os.pipe()
         try:
@@ -459,7 +461,7 @@ class Sandbox:
         session, self._session = self._session, None
         if session is not None:
             session.stop()
-            self.group.kill_all()
+            self.group.kill_all(session=True)
 
     # ------------------------------------------------------------------ state
 

@@ -10,6 +10,7 @@ records) is capped here too, since the host's memory is outside the sandbox's cg
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import time
@@ -73,14 +74,20 @@ def processes_of_this_user() -> int:
 class ProcessGroup:
     """A ``pids`` (and, where available, ``memory``) cgroup for one sandbox.
 
-    Commands join it from the first process on (``echo $$ > …``), so every descendant is
-    counted and can be killed; :meth:`kill_all` reaps whatever a command left behind.
+    Two leaves under one ``safactory-<id>`` directory per hierarchy: ``session`` holds the
+    long-lived launch chain (unlimited, so a command's limits and kills never reach it) and
+    ``run`` holds commands, with the limits. The session's cgroup namespace is rooted at its
+    own leaf, so inside the sandbox a command's ``/proc/self/cgroup`` reads ``/../run`` and
+    never the host's cgroup path. :meth:`kill_all` reaps whatever a command left behind.
     """
 
     def __init__(self, limits: Limits) -> None:
         self.name = f"safactory-{uuid.uuid4().hex[:12]}"
         self.dirs: list[Path] = []
+        """Every directory made, leaves first (so removal can go in order)."""
         self.procs_files: list[Path] = []
+        """``cgroup.procs`` of the ``run`` leaves: where commands go."""
+        self._session_procs: list[Path] = []
         v2 = CGROUP_ROOT / "cgroup.controllers"
         if v2.exists():
             self._make(
@@ -89,6 +96,7 @@ class ProcessGroup:
                     "pids.max": str(limits.max_processes),
                     "memory.max": str(limits.memory_mb * 1024 * 1024),
                 },
+                delegate="+pids +memory",
             )
         else:
             self._make(CGROUP_ROOT / "pids" / self.name, {"pids.max": str(limits.max_processes)})
@@ -101,21 +109,40 @@ class ProcessGroup:
             for d in self.dirs
         )
 
-    def _make(self, path: Path, settings: dict[str, str]) -> None:
+    def _make(self, path: Path, settings: dict[str, str], delegate: str | None = None) -> None:
         try:
             path.mkdir()
         except OSError:
             return
-        self.dirs.append(path)
-        self.procs_files.append(path / "cgroup.procs")
+        if delegate is not None:
+            with contextlib.suppress(OSError):
+                (path / "cgroup.subtree_control").write_text(delegate)
+        leaves = []
+        for leaf in ("run", "session"):
+            try:
+                (path / leaf).mkdir()
+            except OSError:
+                for made in [*leaves, path]:
+                    made.rmdir()
+                return
+            leaves.append(path / leaf)
+        self.dirs += [*leaves, path]
+        self.procs_files.append(path / "run" / "cgroup.procs")
+        self._session_procs.append(path / "session" / "cgroup.procs")
         for name, value in settings.items():
             try:
-                (path / name).write_text(value)
+                (path / "run" / name).write_text(value)
             except OSError:
                 continue
 
+    def session_script(self) -> str:
+        """Shell code that moves the current shell (a session's launch chain) into the
+        unlimited ``session`` leaf, before it makes its cgroup namespace."""
+        return "".join(f"echo $$ > {shlex.quote(str(p))} && " for p in self._session_procs)
+
     def join_script(self) -> str:
-        """Shell code that moves the current shell (and so its descendants) into the group."""
+        """Shell code that moves the current shell (and so its descendants) into the
+        ``run`` leaf."""
         return "".join(f"echo $$ > {shlex.quote(str(p))} && " for p in self.procs_files)
 
     def adopt(self, pid: int) -> None:
@@ -127,23 +154,23 @@ class ProcessGroup:
             except OSError:
                 continue
 
-    def pids(self) -> list[int]:
-        """Processes currently in the group."""
+    def pids(self, *, session: bool = False) -> list[int]:
+        """Processes currently running commands (with ``session``: the launch chain too)."""
         found: set[int] = set()
-        for procs in self.procs_files:
+        for procs in [*self.procs_files, *(self._session_procs if session else [])]:
             try:
                 found.update(int(x) for x in procs.read_text().split())
             except (OSError, ValueError):
                 continue
         return sorted(found)
 
-    def kill_all(self, timeout_s: float = 5.0) -> int:
+    def kill_all(self, timeout_s: float = 5.0, *, session: bool = False) -> int:
         """SIGKILL every process in the group and wait until the group is empty (a killed
         process stays listed until it has finished exiting), or ``timeout_s`` passed;
         returns how many signals were sent."""
         killed = 0
         deadline = time.monotonic() + timeout_s
-        while (pids := self.pids()) and time.monotonic() < deadline:
+        while (pids := self.pids(session=session)) and time.monotonic() < deadline:
             for pid in pids:
                 try:
                     os.kill(pid, 9)
@@ -154,8 +181,8 @@ class ProcessGroup:
         return killed
 
     def remove(self) -> None:
-        """Kill what is left and delete the cgroup directories."""
-        self.kill_all()
+        """Kill what is left (the session too) and delete the cgroup directories."""
+        self.kill_all(session=True)
         for path in self.dirs:
             try:
                 path.rmdir()
@@ -163,3 +190,4 @@ class ProcessGroup:
                 continue
         self.dirs.clear()
         self.procs_files.clear()
+        self._session_procs.clear()
