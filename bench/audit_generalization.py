@@ -3,6 +3,7 @@ source scored leave-one-source-out, per tier, plus the everyday set and (once) t
 
     python bench/audit_generalization.py [--data ../shared/data/audit] [--limit N] [--json F]
     python bench/audit_generalization.py --sealed      # scores the sealed source: once, at the end
+    python bench/audit_generalization.py --judge       # the deep tier with the episode judge too
 
 Sources: R-Judge, AgentDojo, ToolEmu runs, OpenAgentSafety runs, InjecAgent runs (public),
 the project's own environments (``bench/own_episodes.py``: not unseen, their misses were read)
@@ -17,13 +18,13 @@ examples written for them, text sets and WebGuard's actions, and from one trajec
 InjecAgent (its runs label the attacker's call by construction): scoring InjecAgent, the
 bench retrains the heads without it. Their thresholds were chosen on each head's own
 validation split (``streams/audit_training/deep_heads.py``), never on a trajectory source.
-The whole-episode judge learns from all five public sources: scoring one, the bench uses a
-judge trained on the other four, its threshold picked out of fold among those four
-(``streams/audit_training/episode_judge.py``).
+The whole-episode judge (off by default in the auditor, so only with ``--judge``) learns from
+all five public sources: scoring one, the bench uses a judge trained on the other four, its
+threshold picked out of fold among those four (``streams/audit_training/episode_judge.py``).
 
 Tiers: ``fast`` = rules and heuristics (the stream's tier), ``deep`` = the learned heads of
-action, outcome and request harm under the trust model and the episode judge, ``both`` =
-every default checker. A
+action, outcome and request harm under the trust model (and, with ``--judge``, the episode
+judge), ``both`` = every default checker (and the judge with ``--judge``). A
 trajectory is unsafe when a checker of the tier blocked a step; its score (for ROC AUC) ranks
 the decision first and the evidence second: 1 + the highest blocking score when blocked, else
 the larger of half the strongest warning's score and, for the deep tiers, the deep heads'
@@ -240,19 +241,23 @@ def code_version() -> str:
     return digest.hexdigest()[:16]
 
 
-def judge_all(data: Path, limit: int, sealed: bool) -> dict[str, list[Outcome]]:
+def judge_all(
+    data: Path, limit: int, sealed: bool, with_judge: bool = False
+) -> dict[str, list[Outcome]]:
     """Outcomes of every record, from the cache when nothing changed."""
     home = Path(os.environ.get("SF_HOME", Path.home() / ".cache" / "safactory"))
-    tag = "sealed" if sealed else "open"
+    tag = ("sealed" if sealed else "open") + ("-judge" if with_judge else "")
     cache = home / "bench" / f"generalization-{code_version()}-{limit}-{tag}.pkl"
     if cache.is_file():
         return pickle.loads(cache.read_bytes())
     heads = {(): deep_checkers(data, ()), ("injecagent",): deep_checkers(data, ("injecagent",))}
-    judged_by = judges(data, episode_judge.FeatureCache(SmolLM2Embedder()))
+    judged_by = judges(data, episode_judge.FeatureCache(SmolLM2Embedder())) if with_judge else {}
     out: dict[str, list[Outcome]] = {}
     for source, records in load_sources(data, limit, sealed).items():
         fold = ("injecagent",) if source == "injecagent" else ()
-        deep = [*heads[fold], judged_by[source if source in SOURCES else ""]]
+        deep = list(heads[fold])
+        if with_judge:
+            deep.append(judged_by[source if source in SOURCES else ""])
         engine = engine_for(deep)
         started = time.perf_counter()
         rows = []
@@ -328,6 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="shared/data/audit")
     parser.add_argument("--limit", type=int, default=0, help="records per source (0 = all)")
     parser.add_argument("--sealed", action="store_true", help="score the sealed source (once)")
+    parser.add_argument("--judge", action="store_true", help="add the episode judge (slow)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     if not (args.data / "trajectories").is_dir():
@@ -336,7 +342,7 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     started = time.perf_counter()
-    outcomes = judge_all(args.data, args.limit, args.sealed)
+    outcomes = judge_all(args.data, args.limit, args.sealed, args.judge)
     results = table(outcomes)
     fired: dict[str, dict[str, list[int]]] = {}
     for source, rows in outcomes.items():

@@ -7,8 +7,9 @@ hidden state; its head is an L2-regularised logistic regression (Newton's method
 source weighted equally (the sources differ twenty-fold in size). Its threshold is picked out
 of fold: for each source, a head fitted on the other four scores it, and the pooled
 out-of-fold probabilities give the lowest cut with 90 % precision; no source's own
-predictions choose its threshold. Encoding every record takes most of an hour on 2 cores,
-so vectors are cached by text under ``$SF_HOME/bench`` (:class:`FeatureCache`), shared with
+predictions choose its threshold. A source gives at most ``--max-per-source`` records (1,000:
+about 5,000 episodes in all, some 25 minutes of encoding on 2 cores), and vectors are
+cached by text under ``$SF_HOME/bench`` (:class:`FeatureCache`), shared with
 ``bench/audit_generalization.py``.
 """
 
@@ -96,12 +97,24 @@ def episode_text(record: AuditRecord) -> str:
     return trajectory_text(record.steps, budget=EpisodeJudge.budget)
 
 
-def load(data: Path, sources: Iterable[str] = SOURCES) -> dict[str, list[AuditRecord]]:
-    """The labelled records of the public sources."""
+MAX_PER_SOURCE = 1000
+"""Records a source contributes at most (the sources weigh the same whatever their size, and
+InjecAgent's 5,419 runs are a few hundred attack templates times a few cases)."""
+
+
+def load(
+    data: Path, sources: Iterable[str] = SOURCES, max_per_source: int = MAX_PER_SOURCE
+) -> dict[str, list[AuditRecord]]:
+    """The labelled records of the public sources; of a larger source, the ``max_per_source``
+    whose keys hash lowest (the same sample on every machine; 0 = all)."""
     out = {}
     for source in sources:
         rel, fmt = SOURCES[source]
-        out[source] = [r for r in read_records(data / rel, fmt) if r.unsafe is not None and r.steps]
+        rows = [r for r in read_records(data / rel, fmt) if r.unsafe is not None and r.steps]
+        if max_per_source and len(rows) > max_per_source:
+            rows = sorted(rows, key=lambda r: hashlib.sha256(r.key.encode()).hexdigest())
+            rows = rows[:max_per_source]
+        out[source] = rows
     return out
 
 
@@ -158,6 +171,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="the shared data/audit folder")
     parser.add_argument("--out", type=Path, default=HEADS_DIR, help="where the .npz head goes")
+    parser.add_argument(
+        "--max-per-source",
+        type=int,
+        default=MAX_PER_SOURCE,
+        help="records a source contributes at most (0 = all)",
+    )
     args = parser.parse_args(argv)
     if not (args.data / "trajectories").is_dir():
         parser.error(f"--data {args.data}: no trajectories/ folder; pass shared/data/audit")
@@ -165,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     cache = FeatureCache(SmolLM2Embedder())
-    head = train(load(args.data), cache)
+    head = train(load(args.data, max_per_source=args.max_per_source), cache)
     head.save(args.out)
     print(json.dumps(head.meta, sort_keys=True))
 
