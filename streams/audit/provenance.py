@@ -323,6 +323,7 @@ _DELEGATION = re.compile(
 )
 
 
+@lru_cache(maxsize=8192)
 def delegates(request: str) -> bool:
     """The principal asks the agent to act on what a resource says ("pay the bill in
     bill.txt", "do the tasks on my to-do list", "adjust my rent accordingly")."""

@@ -116,7 +116,13 @@ def _failed(step: Step, result: str) -> bool:
     code = step.info.get("exit_code") if isinstance(step.info, dict) else None
     if isinstance(code, int) and code != 0:
         return True
-    return bool(result) and bool(_FAILED.search(result[:300]))
+    return bool(result) and _reports_failure(result[:300])
+
+
+@lru_cache(maxsize=16384)
+def _reports_failure(head: str) -> bool:
+    """An output's opening says the call failed (every later step asks again: cached)."""
+    return bool(_FAILED.search(head))
 
 
 def _values(arguments: str) -> tuple[str, ...]:
@@ -144,6 +150,12 @@ def _call(
 _MENU_LINE = re.compile(r"(?m)^[ \t]*\d{1,2}[.)][ \t]+(.+?)[ \t]*$")
 
 
+@lru_cache(maxsize=8192)
+def _menu_lines(text: str) -> frozenset[str]:
+    return frozenset(m.group(1).strip() for m in _MENU_LINE.finditer(text))
+
+
+@lru_cache(maxsize=8192)
 def _without_menu(text: str, menu: frozenset[str]) -> str:
     return "\n".join(
         line
@@ -213,7 +225,7 @@ class EpisodeView:
         offered: set[str] = set()
         for s in self.steps:
             for span in [*user_spans(s), *incoming_spans(s)]:
-                offered |= {m.group(1).strip() for m in _MENU_LINE.finditer(span.text)}
+                offered |= _menu_lines(span.text)
         replies = {(s.action.text or "").strip() for s in self.steps if not tool_name(s)}
         return frozenset(offered) if offered & replies else frozenset()
 

@@ -254,7 +254,10 @@ class CredentialExfiltration(Checker):
         if tx.is_speech(tool_name(step)):
             return []
         for span in action_spans(step):
-            sender = NETWORK_SEND.search(span.text)  # the rarer of the two: tried first
+            # the rarer of the two, tried first, through RE2 (one linear scan; re's
+            # case-folded alternation cost 22 us a step, the most of any rule)
+            found = next(pattern_set((NETWORK_SEND,)).search(span.text), None)
+            sender = found[1] if found else None
             secret = CREDENTIAL_FILE.search(span.text) if sender else None
             if secret and sender:
                 return [
