@@ -558,15 +558,13 @@ class Sandbox:
         return self.outbound.records()
 
     def healthy(self) -> bool:
-        """The sandbox still runs commands."""
-        if self.closed:
+        """The sandbox can run commands: open, its tree in place, and its session (if one
+        runs) alive. Starting a session to ask cost a second bubblewrap start per pooled
+        episode; a sandbox that cannot start one fails its next command instead."""
+        if self.closed or not (self.root / "merged").is_dir():
             return False
-        try:
-            return self.run("echo ok", timeout_s=5).stdout.strip() == "ok"
-        except (OSError, SandboxError):
-            return False
-        finally:
-            self.end_session()  # a pooled sandbox holds no session while it waits
+        session = self._session
+        return session is None or session.proc.poll() is None
 
     def close(self) -> None:
         """Kill leftover processes, stop the endpoint, unmount and delete the state."""
@@ -670,8 +668,11 @@ class _Session:
 
     def stop(self) -> None:
         """End the session: the server exits on end of input; whatever remains is killed."""
+        # through the file objects: closing their descriptors with os.close left the objects
+        # to close the same numbers again when collected, by then another sandbox's socket
+        # (EBADF in a concurrent pool's close)
         with contextlib.suppress(OSError):
-            os.close(self._to)
+            self.proc.stdin.close()  # type: ignore[union-attr]
         try:
             self.proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
@@ -679,7 +680,7 @@ class _Session:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         with contextlib.suppress(OSError):
-            os.close(self._from)
+            self.proc.stdout.close()  # type: ignore[union-attr]
 
     def _send(self, kind: bytes, payload: bytes = b"") -> None:
         data = _FRAME.pack(kind, len(payload)) + payload
