@@ -20,7 +20,7 @@ MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
 RECORD_OVERHEAD_BYTES = 512
 """Room left under :data:`MAX_PAYLOAD_BYTES` for the batch and record framing Kafka adds."""
 
-_REGISTRY: dict[str, type[Event]] = {cls.schema_id(): cls for cls in EVENT_TYPES}
+_REGISTRY: dict[str, type[Event]] = {sid: cls for cls in EVENT_TYPES for sid in cls.schema_ids()}
 
 
 class DecodeError(ValueError):
@@ -42,7 +42,8 @@ class EncodedRecord:
 
 def register(cls: type[Event]) -> type[Event]:
     """Make an extra event type decodable (plugins may add their own)."""
-    _REGISTRY[cls.schema_id()] = cls
+    for schema in cls.schema_ids():
+        _REGISTRY[schema] = cls
     return cls
 
 
@@ -139,20 +140,23 @@ def decode(value: bytes | None, raw_headers: h.RawHeaders | None) -> Event:
     try:
         event = cls.model_validate_json(value)
     except ValidationError as exc:
-        raise DecodeError(describe_validation_error(cls, exc)) from None
+        raise DecodeError(describe_validation_error(cls, exc, hdrs.schema)) from None
     _check_agreement(event, hdrs)
     return event
 
 
-def describe_validation_error(cls: type[Event], exc: ValidationError) -> str:
-    """One line per problem: ``<schema>: field 'a.b': <why>``."""
+def describe_validation_error(
+    cls: type[Event], exc: ValidationError, schema: str | None = None
+) -> str:
+    """One line per problem: ``<schema>: field 'a.b': <why>``, naming the version the record
+    claims (``schema``, its header) where one of several was decoded."""
     parts = []
     for err in exc.errors(include_url=False)[:5]:
         loc = ".".join(str(p) for p in err["loc"]) or "<payload>"
         parts.append(f"field {h.shown(loc)}: {err['msg'][:200]}")
     more = exc.error_count() - len(parts)
     tail = f" (+{more} more)" if more > 0 else ""
-    return f"{cls.schema_id()}: " + "; ".join(parts) + tail
+    return f"{schema or cls.schema_id()}: " + "; ".join(parts) + tail
 
 
 def _check_agreement(event: Event, hdrs: h.Headers) -> None:
