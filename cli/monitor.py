@@ -61,7 +61,7 @@ def render(snap: dict[str, Any], settings: Settings, shown_alerts: int = 12) -> 
         ("q quits", "dim"),
     )
     latency = snap["latency"]
-    policies = ", ".join(f"{n} v{p['version']}" for n, p in snap["policies"].items()) or "none"
+    policies = ", ".join(p["shown"] for p in snap["policies"].values()) or "none"
     in_use = ", ".join(f"{env} v{v}" for env, v in snap["policy_in_use"].items()) or "-"
     facts = Text.assemble(
         ("step→verdict ", "bold"),

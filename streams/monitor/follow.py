@@ -181,6 +181,8 @@ class Follower:
                     "version": p.policy_version,
                     "trained_on": p.trained_on,
                     "produced_at": p.produced_at,
+                    "trainer_version": p.trainer_version,
+                    "reload_error": p.reload_error,
                 }
                 for name, p in sorted(watcher.latest.items())
             }

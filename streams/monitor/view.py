@@ -127,6 +127,16 @@ class StepCache:
             return None
 
 
+def describe_policy(name: str, announced: dict[str, Any]) -> str:
+    """One policy's announcement as shown: its version, and when the trainer has newer
+    weights the inference server did not load, which and why."""
+    text = f"{name} v{announced['version']}"
+    newer, error = announced.get("trainer_version"), announced.get("reload_error")
+    if newer is not None:
+        text += f" (trainer at v{newer}, not served: {error or 'reload failed'})"
+    return text
+
+
 def _on_action(alert: Verdict) -> bool:
     """Whether the alert's evidence is in the action (or it has none to point elsewhere)."""
     return not alert.evidence or any(e.field.startswith("action") for e in alert.evidence)
@@ -320,7 +330,9 @@ class LiveView:
             "latency": self.latency(now),
             "lag": self.lag,
             "policy_in_use": dict(sorted(self.policy_in_use.items())),
-            "policies": self.policies,
+            "policies": {
+                name: {**p, "shown": describe_policy(name, p)} for name, p in self.policies.items()
+            },
             "totals": dict(self.totals),
         }
 

@@ -159,3 +159,16 @@ def test_window_memory_follows_its_length_not_the_rate() -> None:
     assert sum(window.prune(1010.0).values()) == 100_000
     window.add(900.0, "late")  # left the window before it arrived: not counted
     assert "late" not in window.prune(1010.0) and sum(window.prune(1065.5).values()) == 50_000
+
+
+def test_a_version_the_inference_server_did_not_load_is_shown() -> None:
+    view = LiveView(60, clock=lambda: 0.0)
+    view.set_policies(
+        {
+            "served": {"version": 4, "trainer_version": None, "reload_error": None},
+            "stuck": {"version": 2, "trainer_version": 3, "reload_error": "HTTP 500: refused"},
+        }
+    )
+    policies = view.snapshot()["policies"]
+    assert policies["served"]["shown"] == "served v4"
+    assert policies["stuck"]["shown"] == "stuck v2 (trainer at v3, not served: HTTP 500: refused)"
