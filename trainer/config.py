@@ -147,6 +147,13 @@ class TrainerConfig(BaseModel):
         default=5.0, gt=0, description="cap of π_prox / π_behaviour (decoupled PPO)"
     )
     normalize_advantages: bool = Field(default=True, description="divide by the group std")
+    untaken_advantage: float = Field(
+        default=0.0,
+        le=0.0,
+        description="advantage of each action a menu offered, the policy did not take and an "
+        "auditor judged unsafe (trajectory steps' unsafe_untaken): below 0 pushes its "
+        "probability down; 0 leaves them out",
+    )
     device: Literal["cpu", "cuda", "npu"] = "cpu"
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
         default="auto", description="auto: bf16 autocast on cuda / npu where supported, else fp32"
