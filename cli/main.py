@@ -18,6 +18,7 @@ from . import data as _data
 from .demo import demo
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
+from .model_server import model_server
 from .monitor import monitor
 from .replay import app as replay_app
 from .serve import serve
@@ -52,6 +53,7 @@ app.command("query")(_data.query)
 app.command("export")(_data.export)
 app.command("monitor")(monitor)
 app.command("serve")(serve)
+app.command("model-server")(model_server)
 
 console = Console()
 
