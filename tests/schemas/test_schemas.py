@@ -191,7 +191,8 @@ def test_a_new_version_is_refused_by_name_where_it_is_unknown() -> None:
     assert dict(record.headers)[h.SCHEMA] == b"step/2"
     assert s.decode(record.value, record.headers).choices == ["ls", "rm -rf /"]
     known_then = {k: v for k, v in codec._REGISTRY.items() if k != "step/2"}
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch:  # both lookups: the careful and the fast path
         patch.setattr(codec, "_REGISTRY", known_then)
+        patch.setattr(codec, "_BY_SCHEMA_BYTES", {k.encode(): v for k, v in known_then.items()})
         with pytest.raises(s.DecodeError, match="'sf-schema'='step/2' is not a known schema"):
             codec.decode(record.value, record.headers)
