@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..agents.attacks import make_injector
+from ..agents.control import ControlFollower
 from ..agents.env import EnvError
 from ..agents.guard import Guard, Guards, PatternGuard
 from ..agents.policies import Policy, PolicyConfig, PolicyError, make_policy
@@ -75,6 +76,14 @@ GroupOpt = Annotated[
     typer.Option(
         help="consumer group that shares sf.tasks (a new group starts at the oldest task "
         "still on the topic)"
+    ),
+]
+ControlOpt = Annotated[
+    bool,
+    typer.Option(
+        "--control/--no-control",
+        help="obey sf.control: halt, pause for approval or block an episode's next action "
+        "as `safactory worker control` or a person decides",
     ),
 ]
 TimeoutOpt = Annotated[float, typer.Option(help="seconds before an episode is abandoned")]
@@ -377,6 +386,16 @@ async def _follow(
     return tracker.ended
 
 
+@contextlib.asynccontextmanager
+async def following_control(settings: Settings, on: bool) -> AsyncIterator[ControlFollower | None]:
+    """A :class:`ControlFollower` of ``sf.control`` while inside (None when ``on`` is False)."""
+    if not on:
+        yield None
+        return
+    async with ControlFollower(settings) as follower:
+        yield follower
+
+
 def _summary(ended: list[EpisodeEnded]) -> None:
     outcomes = Counter(e.outcome.value for e in ended)
     unsafe = [e for e in ended if e.safety and e.safety.unsafe]
@@ -432,6 +451,7 @@ def worker(
         typer.Option(help="exit after this many seconds without tasks (default: run until Ctrl-C)"),
     ] = None,
     skills: SkillsOpt = 0,
+    control: ControlOpt = True,
 ) -> None:
     """Join the worker group on sf.tasks and run every task that arrives."""
     config = _policy(locals())
@@ -443,10 +463,14 @@ def worker(
 
     async def main() -> None:
         settings = get_settings()
-        async with with_skills(make_policy(config), skills, settings) as acting:
+        async with (
+            with_skills(make_policy(config), skills, settings) as acting,
+            following_control(settings, control) as follower,
+        ):
             sim = SimulationWorker(
                 settings,
                 acting,
+                control=follower,
                 concurrency=concurrency,
                 pool_size=pool_size,
                 group_id=group,
