@@ -39,6 +39,7 @@ from ..schemas import (
     codec,
     derive_id,
 )
+from .control import ControlSource
 from .env import EnvError, TaskSpec
 from .guard import Guard
 from .policies.base import Policy
@@ -116,8 +117,12 @@ class SimulationWorker:
         episode_timeout_s: float | None = 600.0,
         worker_id: str | None = None,
         on_done: Callable[[EpisodeResult], None] | None = None,
+        control: ControlSource | None = None,
+        approval_timeout_s: float = 300.0,
     ) -> None:
         self.settings, self.policy = settings, policy
+        self.control, self.approval_timeout_s = control, approval_timeout_s
+        """Where the episodes' halt / pause decisions come from (None: none obeyed)."""
         self.group_id = settings.group(group_id)
         """The task group: ``group_id`` scoped by the topic prefix (``Settings.group``)."""
         self.concurrency = concurrency
@@ -153,7 +158,12 @@ class SimulationWorker:
         await self.producer.start()
         await self.watcher.start()
         runner = EpisodeRunner(
-            self.producer, self.policy, guard=self.guard, timeout_s=self.episode_timeout_s
+            self.producer,
+            self.policy,
+            guard=self.guard,
+            timeout_s=self.episode_timeout_s,
+            control=self.control,
+            approval_timeout_s=self.approval_timeout_s,
         )
         self._actors = ActorPool(runner, {}, self.concurrency, admission=self._admit)
 

@@ -343,7 +343,7 @@ def vllm_stage(
         second = store.save(learner.model, learner.tokenizer, 2)
         store.point_current(second)
         started = time.perf_counter()
-        asyncio.run(VllmServerReloader(VllmConfig(base_url=base)).reload(second))
+        asyncio.run(VllmServerReloader(VllmConfig(base_url=base, confirm="ack")).reload(second))
         reload_s = time.perf_counter() - started
         text2, lp2, q2 = complete(base, prompt)
         say(

@@ -226,3 +226,26 @@ def worker_audit(
         shed_after_s=shed_after or None,
     )
     worker.run(log_level)
+
+
+def worker_control(
+    log_level: Annotated[
+        str, typer.Option(envvar="SF_LOG_LEVEL", help="worker log level (info for details)")
+    ] = "warning",
+) -> None:
+    """Turn verdicts into halt / pause decisions on sf.control by the config's control rules.
+
+    Rules come from the TOML config's control table (rules = [{command = "halt",
+    min_severity = "critical"}]) or SF_CONTROL as JSON; without any it publishes nothing."""
+    from pydantic import ValidationError
+
+    from ..streams.control.worker import control_runtime, policy_of
+
+    settings = get_settings()
+    try:
+        policy = policy_of(settings)
+    except ValidationError as exc:
+        raise _fail(f"the control rules of the config: {exc}") from None
+    if not policy.rules:
+        console.print("[yellow]no control rules configured: no episode will be stopped[/]")
+    control_runtime(settings, policy).run(log_level)

@@ -9,15 +9,18 @@ The demo starts the same commands a user runs by hand, as subprocesses, on topic
 own (``SF_TOPIC_PREFIX=demo-<run>.``) so runs never mix:
 
     safactory worker audit · safactory worker assemble · safactory worker sink
-    safactory train · safactory simulate worker --policy hf
+    safactory worker skills · safactory train · safactory simulate worker --policy hf
 
 The agent is SmolLM2-135M-Instruct (``--model smollm2-135m``, the default: a pretrained
 model with its own tokenizer and chat template, announced by the trainer as version 0) or
 a tiny random-init model (``--model tiny``, for tests) in the ``choice`` environment: a
 maintenance chore and a menu of commands, three of which are destructive shortcuts. The
-"before" round measures v0 on held-out chores the trainer never trains on; each training
-round's trajectories (other chores) train one new version, which the next round runs on;
-the "after" round runs the same held-out tasks and seeds on the final version.
+"before" round measures v0 on held-out chores the trainer never trains on; the "injection
+only" round runs the same tasks and seeds on v0 again, with the skills the skills worker
+distilled from the before round in the system prompt (``simulate worker --skills N``: no
+weight changes); each training round's trajectories (other chores) train one new version,
+which the next round runs on; the "after" round runs the same held-out tasks and seeds on
+the final version, without skills. ``learning.png`` draws every round.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -50,6 +53,7 @@ from ..schemas import Severity, Task, new_id
 from ..trainer.config import Mode, ModelConfig, TrainerConfig, to_toml
 from .demo_fleet import DemoError, Fleet
 from .demo_observer import Observer, Tally
+from .demo_pictures import learning_png
 from .errors import broker_failure, get_settings
 
 console = Console()
@@ -78,6 +82,8 @@ class Profile:
     """Trainer settings for this model (``TrainerConfig`` fields)."""
     threads: int
     """Torch threads of the simulate and train workers (they mostly take turns)."""
+    skills: int
+    """Skills injected per task in the injection-only round (0: no such round)."""
 
 
 PROFILES = {
@@ -98,6 +104,7 @@ PROFILES = {
             "model": ModelConfig(name="smollm2-135m"),
         },
         threads=2,
+        skills=3,
     ),
     "tiny": Profile(
         model="tiny",
@@ -121,6 +128,7 @@ PROFILES = {
             ),
         },
         threads=1,
+        skills=1,
     ),
 }
 HELD_OUT = "-heldout-"
@@ -160,6 +168,8 @@ class RoundResult:
     """Wall time of the round: its episodes and their trajectories."""
     update_seconds: float | None = None
     """Wall time from the round's last trajectory to the version it trained (train rounds)."""
+    skills: dict[str, int] = field(default_factory=dict)
+    """Skill ids in the episodes' prompts, with the number of episodes that had each."""
 
     @property
     def unsafe_rate(self) -> float:
@@ -188,11 +198,20 @@ class Demo:
         self.fleet = fleet
         self.observer = observer
         self.episodes = options.episodes
-        self.rounds = options.rounds
         self.shuffle = options.profile.shuffle
         self.seed = options.seed
         self.timeout = options.stage_timeout
         self.run = run
+        self.plan = [
+            "before",
+            *(["injection"] if options.skills else []),
+            *["train"] * options.rounds,
+            "after",
+        ]
+        """The kind of each round, in order."""
+        self.simulator = "simulate"
+        """The fleet name of the simulation worker running now."""
+        self.round_episodes: dict[int, set[str]] = {}
         self.results: list[RoundResult] = []
 
     @property
@@ -222,17 +241,23 @@ class Demo:
                 )
 
     def kind(self, index: int) -> str:
-        """``before`` (held-out chores, v0), ``train`` (training chores), ``after`` (the same
-        held-out tasks and seeds on the final version)."""
-        return "before" if index == 0 else "after" if index == self.rounds + 1 else "train"
+        """``before`` (held-out chores, v0), ``injection`` (the same tasks and seeds on v0,
+        with skills in the prompt), ``train`` (training chores), ``after`` (the same held-out
+        tasks and seeds on the final version)."""
+        return self.plan[index]
+
+    def training_round(self, index: int) -> int:
+        """1 for the first training round, ...: the version its trajectories train."""
+        return self.plan[: index + 1].count("train")
 
     def tasks(self, index: int) -> list[Task]:
-        """The round's tasks: held-out chores with the same seeds before and after training,
-        training chores with new seeds (new menu orders) every training round."""
+        """The round's tasks: held-out chores with the same seeds before, with injection and
+        after training, training chores with new seeds (new menu orders) every training
+        round."""
         kind = self.kind(index)
         split = "train" if kind == "train" else "heldout"
         suite = [t for t in env_class(ENV).suite() if t.params.get("split") == split]
-        first = self.seed + (1000 * index if kind == "train" else 0)
+        first = self.seed + (1000 * self.training_round(index) if kind == "train" else 0)
         tag = "" if kind == "train" else HELD_OUT.strip("-") + "-"
         tasks = []
         for i in range(self.episodes):
@@ -259,10 +284,11 @@ class Demo:
             f"{label} · episodes",
             lambda: len(self.tally.ended_for(ids)),
             len(tasks),
-            "simulate",
+            self.simulator,
             progress,
         )
         episodes = {e.episode_id for e in self.tally.ended_for(ids)}
+        self.round_episodes[index] = episodes
         await self.wait(
             f"{label} · trajectories",
             lambda: len(episodes & self.tally.trajectories.keys()),
@@ -277,6 +303,8 @@ class Demo:
         ended = self.tally.ended_for(ids)
         episodes = {e.episode_id for e in ended}
         unsafe = [e for e in ended if e.safety is not None and e.safety.unsafe]
+        started = [self.tally.started[e] for e in episodes if e in self.tally.started]
+        skills = Counter(s for e in started for s in e.skills)
         rewards = [self.tally.trajectories[e].reward for e in episodes]
         return RoundResult(
             index=index,
@@ -288,6 +316,19 @@ class Demo:
             mean_reward=statistics.fmean(rewards) if rewards else 0.0,
             alerts=dict(self.tally.alerts_by_risk(episodes)),
             violations=dict(Counter(v for e in unsafe for v in e.safety.violations)),  # type: ignore[union-attr]
+            skills=dict(skills),
+        )
+
+    async def wait_skills(self, before: RoundResult, progress: Progress) -> None:
+        """Wait until the skills worker has distilled every alerted episode of the before
+        round (each is a source of some skill on ``sf.skills``)."""
+        alerted = self.tally.alerted_episodes() & self.round_episodes[before.index]
+        await self.wait(
+            "skills · distilled from the before round",
+            lambda: len(alerted & self.tally.skill_sources()),
+            len(alerted),
+            "skills",
+            progress,
         )
 
     async def wait_version(self, version: int, progress: Progress) -> None:
@@ -364,31 +405,31 @@ def _child_env(prefix: str, workdir: Path, db: Path) -> dict[str, str]:
     return env
 
 
-def _headline(before: RoundResult, after: RoundResult) -> Table:
-    table = Table(title="before vs after training, on held-out chores (same tasks and seeds)")
-    table.add_column("")
-    table.add_column(f"before (round 0, v{max(before.versions, default=0)})", justify="right")
-    table.add_column(
-        f"after (round {after.index}, v{max(after.versions, default=0)})", justify="right"
+def _headline(before: RoundResult, injection: RoundResult | None, after: RoundResult) -> Table:
+    """Both levers on the held-out chores: skills in the prompt, then training."""
+    shown = [r for r in (before, injection, after) if r is not None]
+    table = Table(
+        title="held-out chores (same tasks and seeds): before, injection only, after training"
+        if injection
+        else "before vs after training, on held-out chores (same tasks and seeds)"
     )
+    table.add_column("")
+    for r in shown:
+        name = {"before": "before", "injection": "injection only", "after": "after"}[r.kind]
+        table.add_column(
+            f"{name} (round {r.index}, v{max(r.versions, default=0)})", justify="right"
+        )
     table.add_row(
         "unsafe-action rate (env ground truth)",
-        f"{before.unsafe}/{before.episodes} = {before.unsafe_rate:.0%}",
-        f"{after.unsafe}/{after.episodes} = {after.unsafe_rate:.0%}",
+        *(f"{r.unsafe}/{r.episodes} = {r.unsafe_rate:.0%}" for r in shown),
     )
+    table.add_row("task done safely", *(f"{r.done_safely}/{r.episodes}" for r in shown))
     table.add_row(
-        "task done safely",
-        f"{before.done_safely}/{before.episodes}",
-        f"{after.done_safely}/{after.episodes}",
+        "mean reward (task − safety penalties)", *(f"{r.mean_reward:+.2f}" for r in shown)
     )
-    table.add_row(
-        "mean reward (task − safety penalties)",
-        f"{before.mean_reward:+.2f}",
-        f"{after.mean_reward:+.2f}",
-    )
-    table.add_row(
-        "alerts raised", str(sum(before.alerts.values())), str(sum(after.alerts.values()))
-    )
+    table.add_row("alerts raised", *(str(sum(r.alerts.values())) for r in shown))
+    if injection is not None:
+        table.add_row("skills in the prompt (distinct)", *(str(len(r.skills)) for r in shown))
     return table
 
 
@@ -465,6 +506,14 @@ EmbedOpt = Annotated[bool, typer.Option(help="sink: MiniLM vectors for `query --
 KeepOpt = Annotated[
     bool, typer.Option(help="leave the workers running after the summary, until Ctrl-C")
 ]
+SkillsOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="skills injected per task in the injection-only round, distilled from the "
+        "before round by `worker skills` (0: no such round) [model default]",
+    ),
+]
 KeepRunsOpt = Annotated[
     int,
     typer.Option(
@@ -489,6 +538,7 @@ class DemoOptions:
     verdict_wait: float
     embed: bool
     keep_running: bool
+    skills: int
 
 
 def demo(
@@ -504,6 +554,7 @@ def demo(
     embed: EmbedOpt = False,
     keep_running: KeepOpt = False,
     keep_runs: KeepRunsOpt = 3,
+    skills: SkillsOpt = None,
 ) -> None:
     """Run the closed loop on the local broker: discover, keep, repair, verify.
 
@@ -532,6 +583,7 @@ def demo(
         verdict_wait,
         embed,
         keep_running,
+        profile.skills if skills is None else skills,
     )
     if model != "tiny":
         from ..infra.models import ModelError, resolve_model
@@ -652,6 +704,8 @@ async def _main(
                 "--embed" if options.embed else "--no-embed",
             ],
         )
+        if options.skills:
+            fleet.start("skills", ["worker", "skills"])
         threads = {
             "OMP_NUM_THREADS": str(options.profile.threads),
             "MKL_NUM_THREADS": str(options.profile.threads),
@@ -676,56 +730,71 @@ async def _main(
             )
             v0 = demo.tally.policy[0]
             console.print(f"trainer announced v0 at {v0.uri}")
-            fleet.start(
+            simulate = [
                 "simulate",
-                [
-                    "simulate",
-                    "worker",
-                    "--policy",
-                    "hf",
-                    "--checkpoint",
-                    v0.uri,
-                    "--max-new-tokens",
-                    str(options.profile.max_new_tokens),
-                    "--max-staleness",
-                    "0",
-                    "--decode",
-                    options.profile.decode,
-                    "--concurrency",
-                    str(options.concurrency),
-                    "--group",
-                    f"{run}-sim",
-                    "--warm",
-                    ENV,
-                    "--timeout",
-                    "120",
-                ],
-                env=threads,
-            )
+                "worker",
+                "--policy",
+                "hf",
+                "--checkpoint",
+                v0.uri,
+                "--max-new-tokens",
+                str(options.profile.max_new_tokens),
+                "--max-staleness",
+                "0",
+                "--decode",
+                options.profile.decode,
+                "--concurrency",
+                str(options.concurrency),
+                "--group",
+                f"{run}-sim",
+                "--warm",
+                ENV,
+                "--timeout",
+                "120",
+            ]
+            fleet.start("simulate", simulate, env=threads)
             console.print(
                 "workers: "
                 + ", ".join(f"{w.name} (pid {w.process.pid})" for w in fleet.workers.values())
             )
             async with EventProducer(settings) as producer:
-                for index in range(options.rounds + 2):
+                for index, kind in enumerate(demo.plan):
+                    if kind == "injection":  # the same worker, with skills in its prompts
+                        await demo.wait_skills(demo.results[0], progress)
+                        await asyncio.to_thread(fleet.stop, [demo.simulator])
+                        demo.simulator = "simulate-skills"
+                        skilled = [*simulate, "--skills", str(options.skills)]
+                        fleet.start(demo.simulator, skilled, env=threads)
+                    elif demo.simulator == "simulate-skills":  # after injection: without skills
+                        await asyncio.to_thread(fleet.stop, [demo.simulator])
+                        demo.simulator = "simulate-trained"
+                        fleet.start(demo.simulator, simulate, env=threads)
                     began = time.monotonic()
                     result = await demo.round(index, producer, progress)
                     result.seconds = time.monotonic() - began
                     demo.results.append(result)
-                    if demo.kind(index) == "train":
+                    if kind == "train":
                         began = time.monotonic()
-                        await demo.wait_version(index, progress)
+                        await demo.wait_version(demo.training_round(index), progress)
                         result.update_seconds = time.monotonic() - began
                         await asyncio.sleep(1.5)  # the worker sees the version before work
                     console.print(result.line())
-                    if index == options.rounds:  # evaluate a frozen version: training is done
+                    if demo.plan[index + 1 :] == ["after"]:  # evaluate a frozen version
                         await asyncio.to_thread(fleet.stop, ["train"])
             stored = await demo.stored(db, progress)
         before, after = demo.results[0], demo.results[-1]
+        injection = next((r for r in demo.results if r.kind == "injection"), None)
         console.print(_totals(demo.tally, stored))
-        console.print(_headline(before, after))
+        console.print(_headline(before, injection, after))
         summary = _summary(run, settings, workdir, fleet, demo, stored)
+        picture = learning_png(
+            demo.results,
+            workdir / "learning.png",
+            f"safactory demo {run} ({options.profile.model}, seed {options.seed})",
+        )
+        summary["learning_png"] = str(picture)
         (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
+        console.print(f"learning curve: {picture}")
         if options.keep_running:
             console.print(f"workers keep running (logs in {fleet.log_dir}); Ctrl-C stops them")
             while True:
@@ -754,6 +823,15 @@ def _summary(
             "unsafe_rate": demo.results[0].unsafe_rate,
             "mean_reward": demo.results[0].mean_reward,
         },
+        "injection": next(
+            (
+                {"unsafe_rate": r.unsafe_rate, "mean_reward": r.mean_reward, "skills": r.skills}
+                for r in demo.results
+                if r.kind == "injection"
+            ),
+            None,
+        ),
+        "skills": {k: v.model_dump() for k, v in tally.skills.items()},
         "after": {
             "unsafe_rate": demo.results[-1].unsafe_rate,
             "mean_reward": demo.results[-1].mean_reward,

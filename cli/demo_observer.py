@@ -19,6 +19,7 @@ from ..schemas import (
     EpisodeEnded,
     EpisodeStarted,
     PolicyVersion,
+    Skill,
     Step,
     Trajectory,
     Verdict,
@@ -26,7 +27,7 @@ from ..schemas import (
 )
 from .demo_fleet import DemoError
 
-WATCHED = ("steps", "episodes", "verdicts", "alerts", "trajectories", "policy")
+WATCHED = ("steps", "episodes", "verdicts", "alerts", "trajectories", "policy", "skills")
 
 
 @dataclass
@@ -45,6 +46,8 @@ class Tally:
     """Trajectories by episode id."""
     trajectory_records: int = 0
     policy: dict[int, PolicyVersion] = field(default_factory=dict)
+    skills: dict[str, Skill] = field(default_factory=dict)
+    """The latest record of each skill, by skill id."""
     undecodable: int = 0
 
     def ended_for(self, task_ids: set[str]) -> list[EpisodeEnded]:
@@ -62,6 +65,10 @@ class Tally:
     def alerted_episodes(self) -> set[str]:
         """Episodes with at least one alert."""
         return {a.episode_id for a in self.alerts.values()}
+
+    def skill_sources(self) -> set[str]:
+        """Episodes some skill was distilled from."""
+        return {e for s in self.skills.values() for e in s.source_episode_ids}
 
     @property
     def latest_version(self) -> int | None:
@@ -119,6 +126,8 @@ class Observer:
             t.trajectories.setdefault(event.episode_id, event)
         elif isinstance(event, PolicyVersion):
             t.policy[event.policy_version] = event
+        elif isinstance(event, Skill):
+            t.skills[event.skill_id] = event
 
     async def stop(self) -> None:
         """Disconnect."""

@@ -18,6 +18,7 @@ from . import data as _data
 from .demo import demo
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
+from .model_server import model_server
 from .monitor import monitor
 from .replay import app as replay_app
 from .serve import serve
@@ -44,6 +45,7 @@ app.add_typer(worker_app, name="worker")
 app.command("audit")(_audit.audit)
 app.command("import")(_audit.import_traces)
 worker_app.command("audit")(_audit.worker_audit)
+worker_app.command("control")(_audit.worker_control)
 worker_app.command("sink")(_data.sink)
 worker_app.command("assemble")(_data.assemble)
 worker_app.command("score")(_data.score)
@@ -52,6 +54,7 @@ app.command("query")(_data.query)
 app.command("export")(_data.export)
 app.command("monitor")(monitor)
 app.command("serve")(serve)
+app.command("model-server")(model_server)
 
 console = Console()
 

@@ -3,7 +3,8 @@
 
 Renders :meth:`~safactory.streams.monitor.LiveView.snapshot`, the same data ``safactory
 serve`` streams to the web page. ``q`` quits (stdin is read in cbreak mode when it is a
-terminal); so do Ctrl-C and SIGTERM.
+terminal); so do Ctrl-C and SIGTERM. ``a`` approves and ``d`` denies the episode that has
+waited longest for approval (a pause on ``sf.control``): the answer is published there.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .errors import broker_failure, get_settings
 from .errors import fail as _fail
 
 if TYPE_CHECKING:  # the Kafka side loads when the command runs
+    from ..infra.producer import EventProducer
     from ..streams.monitor import Follower, LiveView
 
 TICK_S = 0.05
@@ -61,7 +63,7 @@ def render(snap: dict[str, Any], settings: Settings, shown_alerts: int = 12) -> 
         ("q quits", "dim"),
     )
     latency = snap["latency"]
-    policies = ", ".join(f"{n} v{p['version']}" for n, p in snap["policies"].items()) or "none"
+    policies = ", ".join(p["shown"] for p in snap["policies"].values()) or "none"
     in_use = ", ".join(f"{env} v{v}" for env, v in snap["policy_in_use"].items()) or "-"
     facts = Text.assemble(
         ("step→verdict ", "bold"),
@@ -114,7 +116,19 @@ def render(snap: dict[str, Any], settings: Settings, shown_alerts: int = 12) -> 
     for group, reading in snap["lag"].items():
         topics = " ".join(f"{t}={n:,}" for t, n in reading["topics"].items())
         lag.add_row(group, f"{reading['lag']:,}", topics)
-    parts: list[RenderableType] = [head, facts, alerts, Columns([risks, envs, lag], padding=(0, 2))]
+    parts: list[RenderableType] = [head, facts]
+    if snap["paused"]:
+        waiting = ", ".join(f"{p['episode_id'][:14]} ({p['reason']})" for p in snap["paused"])
+        parts.append(
+            Text.assemble(
+                ("paused for approval ", "bold yellow"),
+                waiting,
+                ("   a approves, d denies the oldest", "dim"),
+                overflow="ellipsis",
+                no_wrap=True,
+            )
+        )
+    parts += [alerts, Columns([risks, envs, lag], padding=(0, 2))]
     if snap["warning"]:
         parts.append(
             Text(f"last warning: {snap['warning']}", "dim", overflow="ellipsis", no_wrap=True)
@@ -155,14 +169,19 @@ def _warnings_shown_in(view: LiveView) -> Iterator[None]:
 
 
 async def _run(settings: Settings, from_beginning: bool, window: float, refresh: float) -> None:
+    from ..infra.producer import EventProducer
     from ..streams.monitor import Follower, LiveView
 
     view = LiveView(window)
     with _warnings_shown_in(view):
-        await _watch(view, Follower(settings, view, from_beginning=from_beginning), refresh)
+        async with EventProducer(settings) as producer:
+            follower = Follower(settings, view, from_beginning=from_beginning)
+            await _watch(view, follower, refresh, producer)
 
 
-async def _watch(view: LiveView, follower: Follower, refresh: float) -> None:
+async def _watch(
+    view: LiveView, follower: Follower, refresh: float, producer: EventProducer | None = None
+) -> None:
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -175,9 +194,20 @@ async def _watch(view: LiveView, follower: Follower, refresh: float) -> None:
         await follower.stop()
         raise
 
+    answering: set[asyncio.Task[object]] = set()
+
     def on_key(typed: bytes) -> None:
-        if b"q" in typed.lower():
+        typed = typed.lower()
+        if b"q" in typed:
             done.set()
+        for key, approve in ((b"a", True), (b"d", False)):
+            pause = view.oldest_paused()
+            if key in typed and pause is not None and producer is not None:
+                from ..streams.control import answer
+
+                task = asyncio.create_task(producer.publish(answer(pause, approve, "monitor")))
+                answering.add(task)
+                task.add_done_callback(answering.discard)
 
     live = Live(
         console=console, screen=console.is_terminal, auto_refresh=False, redirect_stderr=False

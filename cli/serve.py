@@ -46,7 +46,8 @@ def check_exposure(host: str, token: str | None) -> None:
         )
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A listening socket on HOST:PORT (0: a free port), or a one-line error naming the fix."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -99,7 +100,7 @@ def serve(
         asyncio.run(create_topics(settings, [BY_NAME[n] for n in (*FOLLOWED, "policy")]))
     except Exception as exc:
         raise _fail(broker_failure(exc, settings.kafka_bootstrap)) from None
-    sock = _listen(host, port)
+    sock = listen_socket(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     typer.echo(

@@ -9,8 +9,10 @@ environments and their suites.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import typer
@@ -19,12 +21,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..agents.attacks import make_injector
+from ..agents.control import ControlFollower
 from ..agents.env import EnvError
 from ..agents.guard import Guard, Guards, PatternGuard
-from ..agents.policies import PolicyConfig, PolicyError, make_policy
+from ..agents.policies import Policy, PolicyConfig, PolicyError, make_policy
 from ..agents.registry import env_class, env_names
 from ..agents.worker import DEFAULT_GROUP, EpisodeTracker, SimulationWorker, suite_tasks
 from ..infra import aio
+from ..infra.config import Settings
 from ..infra.staleness import StalenessController
 from ..schemas import AttackPlan, EpisodeEnded, new_id
 from .errors import broker_failure, get_settings
@@ -74,6 +78,14 @@ GroupOpt = Annotated[
         "still on the topic)"
     ),
 ]
+ControlOpt = Annotated[
+    bool,
+    typer.Option(
+        "--control/--no-control",
+        help="obey sf.control: halt, pause for approval or block an episode's next action "
+        "as `safactory worker control` or a person decides",
+    ),
+]
 TimeoutOpt = Annotated[float, typer.Option(help="seconds before an episode is abandoned")]
 StaleOpt = Annotated[
     int,
@@ -98,6 +110,15 @@ WorkersOpt = Annotated[
         min=1,
         help="with --trainer-batch: how many worker processes share that capacity (each "
         "admits against its share)",
+    ),
+]
+SkillsOpt = Annotated[
+    int,
+    typer.Option(
+        "--skills",
+        min=0,
+        help="experience injection: render the N skills most similar to each task (followed "
+        "from sf.skills) into its system prompt; 0: none",
     ),
 ]
 GuardOpt = Annotated[
@@ -159,6 +180,21 @@ def _guard(kind: str | None, patterns: list[str] | None) -> Guard | None:
 
         guards.append(AuditGuard())
     return Guards(guards) if len(guards) > 1 else (guards[0] if guards else None)
+
+
+@contextlib.asynccontextmanager
+async def with_skills(policy: Policy, k: int, settings: Settings) -> AsyncIterator[Policy]:
+    """``policy``, or with ``k`` > 0 that policy injecting the ``k`` skills most similar to
+    each task, from a library that follows ``sf.skills`` while the context is open."""
+    if not k:
+        yield policy
+        return
+    from ..agents.skills import SkillfulPolicy
+    from ..infra.embedding import MiniLM
+    from ..streams.skills import SkillFollower, SkillLibrary
+
+    async with SkillFollower(settings, SkillLibrary(MiniLM())) as follower:
+        yield SkillfulPolicy(policy, follower.library, k)
 
 
 def _attack(injector: str | None, step: int | None, params: list[str] | None) -> AttackPlan | None:
@@ -240,6 +276,7 @@ def run(
     workers: WorkersOpt = 1,
     guard: GuardKindOpt = None,
     guard_pattern: GuardOpt = None,
+    skills: SkillsOpt = 0,
 ) -> None:
     """Enqueue TASKS episodes of ENV on sf.tasks and run them here with a progress bar."""
     if env not in env_names():
@@ -266,6 +303,7 @@ def run(
                 timeout,
                 admission(max_staleness, concurrency, trainer_batch_size, workers),
                 chosen_guard,
+                skills,
             )
         )
     except (EnvError, PolicyError) as exc:
@@ -288,6 +326,7 @@ async def _run(
     episode_timeout: float,
     staleness: StalenessController,
     guard: Guard | None,
+    skills: int = 0,
 ) -> list[EpisodeEnded]:
     settings = get_settings()
     run_id = f"run-{new_id()[:10]}"
@@ -298,45 +337,63 @@ async def _run(
     tracker = EpisodeTracker(settings, run_id)
     await tracker.start()
     try:
-        worker = SimulationWorker(
-            settings,
-            policy,
-            concurrency=concurrency,
-            pool_size=pool_size,
-            group_id=group,
-            staleness=staleness,
-            guard=guard,
-            episode_timeout_s=episode_timeout,
-        )
-        await worker.start()
-        try:
-            with console.status(f"pre-warming {worker.pool_size} {env} environments"):
-                await worker.pool(env).start()
-            await worker.producer.publish_many(work)
-            consume = asyncio.create_task(worker.run())
-            columns = (
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("unsafe {task.fields[unsafe]}"),
-                TimeElapsedColumn(),
+        async with with_skills(policy, skills, settings) as acting:
+            worker = SimulationWorker(
+                settings,
+                acting,
+                concurrency=concurrency,
+                pool_size=pool_size,
+                group_id=group,
+                staleness=staleness,
+                guard=guard,
+                episode_timeout_s=episode_timeout,
             )
-            with Progress(*columns, console=console) as progress:
-                bar = progress.add_task(f"{env} · {config.kind} · {run_id}", total=count, unsafe=0)
-                while len(tracker.ended) < count:
-                    if consume.done():
-                        consume.result()
-                        break
-                    await tracker.poll()
-                    unsafe = sum(bool(e.safety and e.safety.unsafe) for e in tracker.ended)
-                    progress.update(bar, completed=len(tracker.ended), unsafe=unsafe)
-            worker.request_stop()
-            await consume
-            return tracker.ended
-        finally:
-            await worker.stop()
+            await worker.start()
+            try:
+                with console.status(f"pre-warming {worker.pool_size} {env} environments"):
+                    await worker.pool(env).start()
+                await worker.producer.publish_many(work)
+                return await _follow(worker, tracker, count, f"{env} · {config.kind} · {run_id}")
+            finally:
+                await worker.stop()
     finally:
         await tracker.stop()
+
+
+async def _follow(
+    worker: SimulationWorker, tracker: EpisodeTracker, count: int, title: str
+) -> list[EpisodeEnded]:
+    """Run the worker with a progress bar until ``count`` episodes of the run ended."""
+    consume = asyncio.create_task(worker.run())
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("unsafe {task.fields[unsafe]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task(title, total=count, unsafe=0)
+        while len(tracker.ended) < count:
+            if consume.done():
+                consume.result()
+                break
+            await tracker.poll()
+            unsafe = sum(bool(e.safety and e.safety.unsafe) for e in tracker.ended)
+            progress.update(bar, completed=len(tracker.ended), unsafe=unsafe)
+    worker.request_stop()
+    await consume
+    return tracker.ended
+
+
+@contextlib.asynccontextmanager
+async def following_control(settings: Settings, on: bool) -> AsyncIterator[ControlFollower | None]:
+    """A :class:`ControlFollower` of ``sf.control`` while inside (None when ``on`` is False)."""
+    if not on:
+        yield None
+        return
+    async with ControlFollower(settings) as follower:
+        yield follower
 
 
 def _summary(ended: list[EpisodeEnded]) -> None:
@@ -393,6 +450,8 @@ def worker(
         float | None,
         typer.Option(help="exit after this many seconds without tasks (default: run until Ctrl-C)"),
     ] = None,
+    skills: SkillsOpt = 0,
+    control: ControlOpt = True,
 ) -> None:
     """Join the worker group on sf.tasks and run every task that arrives."""
     config = _policy(locals())
@@ -403,28 +462,34 @@ def worker(
     logging.basicConfig(level=logging.INFO)
 
     async def main() -> None:
-        sim = SimulationWorker(
-            get_settings(),
-            make_policy(config),
-            concurrency=concurrency,
-            pool_size=pool_size,
-            group_id=group,
-            staleness=admission(max_staleness, concurrency, trainer_batch_size, workers),
-            guard=chosen_guard,
-            episode_timeout_s=timeout,
-            on_done=lambda r: console.print(
-                f"{r.env} {r.task_id} {r.outcome.value} "
-                f"unsafe={bool(r.judgement and r.judgement.safety.unsafe)}"
-            ),
-        )
-        await sim.start()
-        try:
-            for name in warm or []:
-                await sim.pool(name).start()
-            console.print(f"worker {sim.worker_id} in group {group!r}; waiting for tasks")
-            await sim.run(idle_timeout=idle_timeout)
-        finally:
-            await sim.stop()
+        settings = get_settings()
+        async with (
+            with_skills(make_policy(config), skills, settings) as acting,
+            following_control(settings, control) as follower,
+        ):
+            sim = SimulationWorker(
+                settings,
+                acting,
+                control=follower,
+                concurrency=concurrency,
+                pool_size=pool_size,
+                group_id=group,
+                staleness=admission(max_staleness, concurrency, trainer_batch_size, workers),
+                guard=chosen_guard,
+                episode_timeout_s=timeout,
+                on_done=lambda r: console.print(
+                    f"{r.env} {r.task_id} {r.outcome.value} "
+                    f"unsafe={bool(r.judgement and r.judgement.safety.unsafe)}"
+                ),
+            )
+            await sim.start()
+            try:
+                for name in warm or []:
+                    await sim.pool(name).start()
+                console.print(f"worker {sim.worker_id} in group {group!r}; waiting for tasks")
+                await sim.run(idle_timeout=idle_timeout)
+            finally:
+                await sim.stop()
 
     try:
         aio.run(main())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import (
@@ -67,6 +67,11 @@ class Settings(BaseSettings):
     )
     event_loop: Literal["uvloop", "asyncio"] = Field(
         default="uvloop", description="event loop of the long-running workers"
+    )
+    control: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the control worker's rules (`[control] rules = [...]`, see "
+        "streams/control/policy.py; validated there); none: it stops nothing",
     )
 
     @classmethod

@@ -10,7 +10,7 @@ registry is the one place counters live, ``/metrics`` shows exactly what the sta
 nothing is counted twice. Two objects with the same labels live at once in one process
 (tests only: deployments run one worker per process) see each other's counts.
 
-Every series carries ``worker`` (audit, assemble, sink, score, skills, simulate, train),
+Every series carries ``worker`` (audit, assemble, sink, score, skills, control, simulate, train),
 set once per process by :func:`serve`; ``topic`` and ``reason`` where relevant. A worker
 exposes ``/metrics`` on 127.0.0.1 when ``SF_METRICS_PORT`` (``metrics_port``) is set; the
 default 0 is off, since one default port per worker kind would collide when several run on
@@ -38,7 +38,7 @@ from .config import Settings
 log = logging.getLogger(__name__)
 disable_created_metrics()  # no ``*_created`` series beside every counter
 
-WORKERS = ("audit", "assemble", "sink", "score", "skills", "simulate", "train")
+WORKERS = ("audit", "assemble", "sink", "score", "skills", "control", "simulate", "train")
 """The worker kinds a ``worker`` label names (``none`` outside a worker process)."""
 _worker = "none"
 _families: dict[str, Any] = {}

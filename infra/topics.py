@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -132,10 +133,31 @@ async def create_topics(
                 error = for_code(code)
                 if code and error is not TopicAlreadyExistsError:
                     raise error(f"creating topic {name}: {entry[2] if len(entry) > 2 else ''}")
+            await _until_led(admin, [t.name for t in new])
         created = {settings.topic(s.name) for s in todo}
         return {settings.topic(s.name): settings.topic(s.name) in created for s in specs}
     finally:
         await admin.close()
+
+
+async def _until_led(admin: AIOKafkaAdminClient, names: list[str], wait_s: float = 30.0) -> None:
+    """Wait until every partition of the just created ``names`` has a leader. The broker
+    answers CreateTopics before it elects them; a consumer that subscribes meanwhile is
+    assigned none of the topic's partitions and sees them only at its next metadata refresh
+    (five minutes by default), so a processor reading a topic it owns would miss it."""
+    deadline = asyncio.get_running_loop().time() + wait_s
+    while True:
+        described = await admin.describe_topics(names)
+        if all(
+            not t["error_code"]
+            and t["partitions"]
+            and all(not p["error_code"] and p["leader"] >= 0 for p in t["partitions"])
+            for t in described
+        ):
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"topics without a leader after {wait_s:.0f} s: {names}")
+        await asyncio.sleep(0.1)
 
 
 async def delete_topics_where(settings: Settings, doomed: Callable[[str], bool]) -> list[str]:

@@ -25,7 +25,7 @@ _SURELY_FITS = (MAX_PAYLOAD_BYTES - RECORD_OVERHEAD_BYTES - 4096) // 3
 payload (at most twice: the key and ``sf-episode`` may both be the episode id) plus a few
 fixed bytes, so only larger values have their exact size added up."""
 
-_REGISTRY: dict[str, type[Event]] = {cls.schema_id(): cls for cls in EVENT_TYPES}
+_REGISTRY: dict[str, type[Event]] = {sid: cls for cls in EVENT_TYPES for sid in cls.schema_ids()}
 _BY_SCHEMA_BYTES: dict[bytes, type[Event]] = {k.encode(): v for k, v in _REGISTRY.items()}
 
 
@@ -48,8 +48,9 @@ class EncodedRecord:
 
 def register(cls: type[Event]) -> type[Event]:
     """Make an extra event type decodable (plugins may add their own)."""
-    _REGISTRY[cls.schema_id()] = cls
-    _BY_SCHEMA_BYTES[cls.schema_id().encode()] = cls
+    for schema in cls.schema_ids():
+        _REGISTRY[schema] = cls
+        _BY_SCHEMA_BYTES[schema.encode()] = cls
     return cls
 
 
@@ -212,20 +213,23 @@ def _decode_carefully(value: bytes | None, raw_headers: h.RawHeaders | None) -> 
     try:
         event = cls.model_validate_json(value)
     except ValidationError as exc:
-        raise DecodeError(describe_validation_error(cls, exc)) from None
+        raise DecodeError(describe_validation_error(cls, exc, hdrs.schema)) from None
     _check_agreement(event, hdrs)
     return event
 
 
-def describe_validation_error(cls: type[Event], exc: ValidationError) -> str:
-    """One line per problem: ``<schema>: field 'a.b': <why>``."""
+def describe_validation_error(
+    cls: type[Event], exc: ValidationError, schema: str | None = None
+) -> str:
+    """One line per problem: ``<schema>: field 'a.b': <why>``, naming the version the record
+    claims (``schema``, its header) where one of several was decoded."""
     parts = []
     for err in exc.errors(include_url=False)[:5]:
         loc = ".".join(str(p) for p in err["loc"]) or "<payload>"
         parts.append(f"field {h.shown(loc)}: {err['msg'][:200]}")
     more = exc.error_count() - len(parts)
     tail = f" (+{more} more)" if more > 0 else ""
-    return f"{cls.schema_id()}: " + "; ".join(parts) + tail
+    return f"{schema or cls.schema_id()}: " + "; ".join(parts) + tail
 
 
 def _check_agreement(event: Event, hdrs: h.Headers) -> None:

@@ -28,6 +28,11 @@ class Event(BaseModel):
 
     SCHEMA_NAME: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int] = 1
+    READS_VERSIONS: ClassVar[tuple[int, ...]] = ()
+    """Earlier versions of this schema the model still decodes: a version only adds optional
+    fields, so an old record validates as the new model with the defaults (an old reader
+    meets the new version's ``sf-schema`` and dead-letters it as unknown, saying so,
+    instead of failing on a field it has never heard of)."""
     TOPIC: ClassVar[str]
     """Catalogue name of the topic (``steps`` → ``sf.steps`` by default)."""
 
@@ -39,6 +44,11 @@ class Event(BaseModel):
     def schema_id(cls) -> str:
         """The ``sf-schema`` header value, e.g. ``step/1``."""
         return f"{cls.SCHEMA_NAME}/{cls.SCHEMA_VERSION}"
+
+    @classmethod
+    def schema_ids(cls) -> tuple[str, ...]:
+        """Every ``sf-schema`` value this model decodes: its own, then :attr:`READS_VERSIONS`."""
+        return (cls.schema_id(), *(f"{cls.SCHEMA_NAME}/{v}" for v in cls.READS_VERSIONS))
 
     def key(self) -> str:
         """Record key; events of one episode share a key and so a partition."""
@@ -131,6 +141,8 @@ class Step(EpisodeEvent):
     """One agent step: observation in, action out, tool result back."""
 
     SCHEMA_NAME: ClassVar[str] = "step"
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_VERSIONS: ClassVar[tuple[int, ...]] = (1,)
     TOPIC: ClassVar[str] = "steps"
 
     event_id: str = Field(default="", max_length=128)
@@ -154,6 +166,12 @@ class Step(EpisodeEvent):
     block_reason: str | None = None
     timing: Timing | None = None
     info: dict[str, Any] = Field(default_factory=dict)
+    choices: list[str] | None = Field(
+        default=None,
+        description="the menu the environment offered at this step (ResetOutput.choices), "
+        "so an auditor can judge the actions not taken; None where the action space is free "
+        "(step/2)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Step:
@@ -173,6 +191,8 @@ class EpisodeStarted(EpisodeEvent):
     """An episode began."""
 
     SCHEMA_NAME: ClassVar[str] = "episode_started"
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_VERSIONS: ClassVar[tuple[int, ...]] = (1,)
     TOPIC: ClassVar[str] = "episodes"
 
     task_id: str = Field(min_length=1, max_length=128)
@@ -183,6 +203,28 @@ class EpisodeStarted(EpisodeEvent):
     seed: int = 0
     prompt: list[ChatMessage] = Field(default_factory=list)
     attack: AttackPlan | None = None
+    skills: list[str] = Field(
+        default_factory=list,
+        description="ids of the skills rendered into the prompt's system turn (experience "
+        "injection; the text itself is in prompt) (episode_started/2)",
+    )
+    parent_episode_id: str | None = Field(
+        default=None,
+        max_length=128,
+        description="the episode this one branched from, restored to an anchor before its "
+        "step branch_step (exploration) (episode_started/2)",
+    )
+    branch_step: NonNegativeInt | None = Field(
+        default=None,
+        description="the parent's step index this branch replaces: steps before it are the "
+        "parent's (episode_started/2)",
+    )
+
+    @model_validator(mode="after")
+    def _branch(self) -> EpisodeStarted:
+        if (self.parent_episode_id is None) != (self.branch_step is None):
+            raise ValueError("parent_episode_id and branch_step go together")
+        return self
 
 
 class Outcome(StrEnum):
@@ -193,6 +235,8 @@ class Outcome(StrEnum):
     TRUNCATED = "truncated"
     ERROR = "error"
     ABANDONED = "abandoned"
+    HALTED = "halted"
+    """Stopped from outside by a control decision (``sf.control``) (episode_ended/2)."""
 
 
 class SafetyOutcome(BaseModel):
@@ -207,6 +251,8 @@ class EpisodeEnded(EpisodeEvent):
     """An episode ended (or was closed as abandoned by timeout)."""
 
     SCHEMA_NAME: ClassVar[str] = "episode_ended"
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_VERSIONS: ClassVar[tuple[int, ...]] = (1,)
     TOPIC: ClassVar[str] = "episodes"
 
     task_id: str = Field(min_length=1, max_length=128)
@@ -217,6 +263,11 @@ class EpisodeEnded(EpisodeEvent):
     safety: SafetyOutcome | None = None
     num_steps: NonNegativeInt = 0
     policy_version: NonNegativeInt | None = None
+    halted_by: list[str] = Field(
+        default_factory=list,
+        description="outcome halted: the verdict ids behind the control decision that "
+        "stopped it (episode_ended/2)",
+    )
 
 
 # --------------------------------------------------------------------------- audit
@@ -261,6 +312,8 @@ class Verdict(EpisodeEvent):
     """A checker's judgement of one step (``step_index`` set) or a whole episode."""
 
     SCHEMA_NAME: ClassVar[str] = "verdict"
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_VERSIONS: ClassVar[tuple[int, ...]] = (1,)
     TOPIC: ClassVar[str] = "verdicts"
 
     source_event_id: str = Field(description="the step (or episode end) event judged")
@@ -277,6 +330,12 @@ class Verdict(EpisodeEvent):
     reason: str | None = None
     latency_ms: float = Field(default=0.0, ge=0)
     policy_version: NonNegativeInt | None = None
+    choice: NonNegativeInt | None = Field(
+        default=None,
+        description="index into the judged step's choices when the verdict judges an action "
+        "offered and not taken (it says nothing of what the agent did); None: the step's own "
+        "action (verdict/2)",
+    )
 
 
 class Alert(Verdict):
@@ -300,12 +359,22 @@ class TrajectoryStep(BaseModel):
     prompt_token_ids: list[int] | None = None
     policy_version: NonNegativeInt
     blocked: bool = False
+    choices: list[str] | None = Field(
+        default=None, description="the menu offered at this step (Step.choices) (trajectory/2)"
+    )
+    unsafe_untaken: list[NonNegativeInt] = Field(
+        default_factory=list,
+        description="indices of choices not taken that an auditor judged unsafe (a blocking "
+        "verdict with Verdict.choice): negatives a trainer may push down (trajectory/2)",
+    )
 
 
 class Trajectory(EpisodeEvent):
     """An assembled, reward-complete episode ready to train on."""
 
     SCHEMA_NAME: ClassVar[str] = "trajectory"
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_VERSIONS: ClassVar[tuple[int, ...]] = (1,)
     TOPIC: ClassVar[str] = "trajectories"
 
     group_id: str = Field(min_length=1, max_length=128)
@@ -360,6 +429,8 @@ class PolicyVersion(Event):
     """Announcement of new policy weights (compacted topic: the latest per policy wins)."""
 
     SCHEMA_NAME: ClassVar[str] = "policy_version"
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_VERSIONS: ClassVar[tuple[int, ...]] = (1,)
     TOPIC: ClassVar[str] = "policy"
 
     policy_name: str = Field(min_length=1, max_length=128)
@@ -373,29 +444,55 @@ class PolicyVersion(Event):
         description="trajectories trained on or skipped as stale so far (the "
         "workers' admission capacity counts against it); None from older trainers",
     )
+    trainer_version: NonNegativeInt | None = Field(
+        default=None,
+        description="the trainer's newest weights when the inference server did not confirm "
+        "loading them (above policy_version, which is still what is served); None when the "
+        "announced version is the trainer's newest (policy_version/2)",
+    )
+    reload_error: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="why the inference server did not load trainer_version (policy_version/2)",
+    )
 
     def key(self) -> str:
         return self.policy_name
 
 
 class ControlCommand(StrEnum):
-    """Commands sent back to running agents."""
+    """Commands sent back to running agents; an episode obeys the latest one it got."""
 
     HALT = "halt"
+    """End the episode now (outcome ``halted``); also how a pause is denied."""
     PAUSE = "pause"
+    """Take no further action until a person approves (``resume``) or denies (``halt``)."""
     RESUME = "resume"
+    """Approve a paused episode: it goes on."""
     BLOCK_ACTION = "block_action"
+    """Do not run the next action (the agent is told it was blocked), then go on."""
 
 
 class Control(EpisodeEvent):
     """A halt / pause / guard decision sent back to an agent."""
 
     SCHEMA_NAME: ClassVar[str] = "control"
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_VERSIONS: ClassVar[tuple[int, ...]] = (1,)
     TOPIC: ClassVar[str] = "control"
 
     command: ControlCommand
     reason: str = ""
     source_event_id: str | None = None
+    verdict_ids: list[str] = Field(
+        default_factory=list, description="the verdicts behind the decision (control/2)"
+    )
+    decided_by: str = Field(
+        default="policy",
+        max_length=128,
+        description="policy (the control policy of the config), or person:<who> (an "
+        "approval given in monitor or serve) (control/2)",
+    )
 
 
 EVENT_TYPES: tuple[type[Event], ...] = (

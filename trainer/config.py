@@ -21,9 +21,10 @@ Example ``trainer.toml`` (every key optional; see :class:`TrainerConfig` for all
     teacher = "weights/teacher/v000010"
     coef = 0.5
 
-    [trainer.vllm]            # reload a vLLM server on every published version
+    [trainer.vllm]            # an inference server loads each version before it is announced
     enabled = false
     base_url = "http://127.0.0.1:8000"
+    confirm = "revision"      # it must report the revision it serves; "ack" for vLLM
 """
 
 from __future__ import annotations
@@ -100,12 +101,18 @@ class DistillConfig(BaseModel):
 
 
 class VllmConfig(BaseModel):
-    """Drive a weight reload on a vLLM server whenever a new version is published."""
+    """Have an inference server (vLLM, or ``safactory model-server``) load each published
+    version; only a version it confirms is announced (:mod:`.vllm_reload`)."""
 
     model_config = ConfigDict(extra="forbid")
     enabled: bool = False
     base_url: str = "http://127.0.0.1:8000"
     timeout_s: float = Field(default=120.0, gt=0)
+    confirm: Literal["revision", "ack"] = Field(
+        default="revision",
+        description="revision: the server must report serving the published revision "
+        "(GET /v1/models); ack: the reload call's success confirms it (vLLM)",
+    )
 
 
 class TrainerConfig(BaseModel):
@@ -141,6 +148,13 @@ class TrainerConfig(BaseModel):
         default=5.0, gt=0, description="cap of π_prox / π_behaviour (decoupled PPO)"
     )
     normalize_advantages: bool = Field(default=True, description="divide by the group std")
+    untaken_advantage: float = Field(
+        default=0.0,
+        le=0.0,
+        description="advantage of each action a menu offered, the policy did not take and an "
+        "auditor judged unsafe (trajectory steps' unsafe_untaken): below 0 pushes its "
+        "probability down; 0 leaves them out",
+    )
     device: Literal["cpu", "cuda", "npu"] = "cpu"
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
         default="auto", description="auto: bf16 autocast on cuda / npu where supported, else fp32"

@@ -86,6 +86,10 @@ class Learner:
             for seq in self.transformer.transform(trajectory):
                 sequences.append(seq)
                 advantages.append(advantage_of[trajectory.event_id])
+            if cfg.untaken_advantage:
+                for seq in self.transformer.untaken(trajectory):
+                    sequences.append(seq)
+                    advantages.append(cfg.untaken_advantage)
         batches = pack(
             sequences,
             advantages,

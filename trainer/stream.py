@@ -22,7 +22,9 @@ After each update the trainer commits that checkpoint and announces the new weig
 finished with so far (``consumed``: trained on, skipped as stale, or read as held-out
 evaluation episodes), which the simulation workers' admission counts its capacity against
 (``infra.staleness``): an episode a worker started and the trainer never counted would hold
-a worker's capacity for good.
+a worker's capacity for good. With an inference server (``[trainer.vllm]``), a version is
+announced only once the server confirms it loaded it (:mod:`.vllm_reload`): steps stamped
+with a version then come from weights the server really served.
 """
 
 from __future__ import annotations
@@ -49,13 +51,15 @@ from .config import Mode, TrainerConfig
 from .learner import Learner, UpdateMetrics
 from .offsets import OffsetLedger
 from .transform import TrajectoryError
-from .vllm_reload import VllmServerReloader
+from .vllm_reload import ReloadError, VllmServerReloader
 from .weights import WEIGHTS_FILE, StoredWeights, WeightStore, file_sha256
 
 log = logging.getLogger(__name__)
 
 GROUP = "trainer"
 """The trainer's consumer group (scoped by the topic prefix, ``Settings.group``)."""
+TRAJECTORY_SCHEMAS = frozenset(Trajectory.schema_ids())
+"""``sf-schema`` values of trajectories (every version the model decodes)."""
 MAX_POLL_INTERVAL_MS = 3_600_000
 """An update and its checkpoint may take minutes on a big model: the group keeps the trainer
 that long between polls."""
@@ -86,6 +90,9 @@ class StreamStats(sf_metrics.Tally):
     buffered = sf_metrics.Level("sf_trainer_buffered", "trajectories waiting for an update")
     published = sf_metrics.Count("sf_trainer_published", "policy versions announced")
     reload_errors = sf_metrics.Count("sf_trainer_reload_errors", "inference reloads that failed")
+    served_version = sf_metrics.Level(
+        "sf_trainer_served_version", "the version the inference server last confirmed serving"
+    )
     tokens = sf_metrics.Count("sf_trainer_tokens", "tokens through forward and backward")
     train_seconds = sf_metrics.Count("sf_trainer_train_seconds", "seconds in updates", kind=float)
 
@@ -136,6 +143,8 @@ class StreamingTrainer:
         self.journal = TrainingJournal(config.checkpoint_dir)
         self.staleness = StalenessController(max_staleness=config.effective_staleness)
         self.reloader = VllmServerReloader(config.vllm) if config.vllm.enabled else None
+        self._served: StoredWeights | None = None
+        """The version announced as served: with a reloader, the last one it confirmed."""
         self.state = TrainerState()
         self.ledger = OffsetLedger()
         self.stats = StreamStats()
@@ -276,7 +285,7 @@ class StreamingTrainer:
             self.stats.replayed += 1
             return False
         self.stats.received += 1
-        if h.header_value(record.headers, h.SCHEMA) != Trajectory.schema_id():
+        if h.header_value(record.headers, h.SCHEMA) not in TRAJECTORY_SCHEMAS:
             return True  # dead-lettered once decoded
         raw_version = h.header_value(record.headers, h.POLICY_VERSION)
         if raw_version is None or not raw_version.isdigit():
@@ -423,19 +432,35 @@ class StreamingTrainer:
         self.checkpoints.save(self.learner.model, self.learner.optimizer, self.state)
 
     async def _announce(self, stored: StoredWeights) -> None:
-        event = PolicyVersion(
-            policy_name=self.config.policy_name,
-            policy_version=stored.version,
-            uri=stored.uri,
-            sha256=stored.sha256,
-            trained_on=self.state.trained_total,
-            consumed=self.staleness.consumed_total + self.state.held_out,
-        )
-        await self._producer.publish(event)
-        self.stats.published += 1
+        """Announce ``stored``; with an inference server, only once it confirms serving it.
+
+        A reload that fails leaves the version it served before in force: that one is
+        announced again, with the trainer's newer version and the reason it is not served
+        (the workers' capacity still counts what was consumed), or, before the server ever
+        confirmed one, nothing is."""
+        error = None
         if self.reloader is not None:
             try:
                 await self.reloader.reload(stored)
-            except RuntimeError as exc:
+            except ReloadError as exc:
                 self.stats.reload_errors += 1
-                log.error("%s", exc)
+                error = str(exc)
+                log.error("version %d not announced: %s", stored.version, exc)
+        if error is None:
+            self._served = stored
+        if self._served is None:
+            return
+        served = self._served
+        self.stats.served_version = served.version
+        event = PolicyVersion(
+            policy_name=self.config.policy_name,
+            policy_version=served.version,
+            uri=served.uri,
+            sha256=served.sha256,
+            trained_on=self.state.trained_total,
+            consumed=self.staleness.consumed_total + self.state.held_out,
+            trainer_version=None if error is None else stored.version,
+            reload_error=None if error is None else error[:2000],
+        )
+        await self._producer.publish(event)
+        self.stats.published += 1

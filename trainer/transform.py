@@ -7,6 +7,12 @@ they are. Where a step also carries the assistant message,
 re-tokenising its text is checked against the recorded ids and a mismatch counted (the
 recorded ids still win: they are what the policy produced). A recorded prompt that does not
 extend what came before starts a new sequence with the recorded prompt as its context.
+
+Actions not taken (:meth:`TrajectoryTransformer.untaken`): where a menu step lists choices
+an auditor judged unsafe (``TrajectoryStep.unsafe_untaken``), each becomes a sequence of its
+own — the step's context, then the choice's tokens as the policy would have produced them
+(its text and the end token, as the ``hf`` policy scores a menu entry) — which the learner
+trains with a fixed negative advantage: a push away from what the policy did not try.
 """
 
 from __future__ import annotations
@@ -76,6 +82,10 @@ class TransformStats:
     prefix-stable); the new tokens were still appended."""
     empty: int = 0
     """Trajectories with no policy token at all (nothing to train on)."""
+    untaken: int = 0
+    """Sequences made of unsafe actions a menu offered and the policy did not take."""
+    untaken_too_long: int = 0
+    """Such actions left out because their context alone fills ``max_len``."""
 
 
 class TrajectoryTransformer:
@@ -156,6 +166,34 @@ class TrajectoryTransformer:
         self.stats.sequences += len(kept)
         self.stats.policy_tokens += sum(seq.policy_tokens for seq in kept)
         return kept
+
+    def untaken(self, trajectory: Trajectory) -> list[TrainingSequence]:
+        """One sequence per unsafe choice not taken (see the module docstring): context
+        without loss, the choice's tokens with loss and no behaviour logprob (the policy
+        never sampled it: treated as on-policy)."""
+        out: list[TrainingSequence] = []
+        history = list(trajectory.prompt)
+        for step in trajectory.steps:
+            split = _first_assistant(step.messages)
+            before = step.messages if split is None else step.messages[:split]
+            if step.unsafe_untaken and step.choices:
+                context = (
+                    list(step.prompt_token_ids)
+                    if step.prompt_token_ids is not None
+                    else self._ids([*history, *before], generation_prompt=True)
+                )
+                for index in step.unsafe_untaken:
+                    ids = [*encode_text(self.tokenizer, step.choices[index]), self._end]
+                    if len(context) + len(ids) > self.max_len:
+                        self.stats.untaken_too_long += 1
+                        continue
+                    seq = self._new(trajectory)
+                    seq.extend(context, policy=False)
+                    seq.extend(ids, policy=True)
+                    out.append(seq)
+            history += step.messages
+        self.stats.untaken += len(out)
+        return out
 
     def _new(self, trajectory: Trajectory) -> TrainingSequence:
         return TrainingSequence(

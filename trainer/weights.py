@@ -2,7 +2,9 @@
 
 ``<root>/<policy>/v000042/`` holds ``model.safetensors``, ``config.json`` and the tokenizer,
 so a simulation worker (``AutoModelForCausalLM.from_pretrained``) or a vLLM server loads it
-without Safactory code. The announced ``sha256`` is that of ``model.safetensors``.
+without Safactory code. The announced ``sha256`` is that of ``model.safetensors``;
+``revision.json`` (:class:`~safactory.schemas.serving.ServedRevision`) names the policy,
+version and digest, so a server that loads the folder can report what it serves.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from urllib.parse import unquote, urlparse
 
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
+
+from ..schemas.serving import REVISION_FILE, ServedRevision
 
 WEIGHTS_FILE = "model.safetensors"
 
@@ -44,6 +48,7 @@ class WeightStore:
 
     def __init__(self, root: Path, policy_name: str, keep: int = 0) -> None:
         self.root = Path(root) / policy_name
+        self.policy_name = policy_name
         self.keep = keep
 
     def path_of(self, version: int) -> Path:
@@ -62,6 +67,10 @@ class WeightStore:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         digest = file_sha256(tmp / WEIGHTS_FILE)
+        revision = ServedRevision(
+            policy_name=self.policy_name, policy_version=version, sha256=digest
+        )
+        (tmp / REVISION_FILE).write_text(revision.model_dump_json())
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ...infra.registry import Registry
-from .base import Policy, PolicyError, PolicyInput, PolicyOutput
+from .base import Policy, PolicyError, PolicyInput, PolicyOutput, Prompt
 from .scripted import CarefulPolicy, RandomPolicy, RecklessPolicy
 
 ENTRY_POINT_GROUP = "safactory.policies"
@@ -171,6 +171,7 @@ __all__ = [
     "PolicyInput",
     "PolicyNameError",
     "PolicyOutput",
+    "Prompt",
     "RandomPolicy",
     "RecklessPolicy",
     "make_policy",

@@ -3,6 +3,8 @@
 A policy is shared by concurrent episodes, so :meth:`Policy.act` gets everything about the
 episode in a :class:`PolicyInput` and keeps no per-episode state. It reports the version of
 its weights; :meth:`Policy.reload` moves it to an announced version (hot reload).
+:meth:`Policy.prompt` says what prompt it acts on, given the environment's (experience
+injection adds lessons there: :mod:`safactory.agents.skills`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,14 @@ class PolicyOutput:
     info: dict[str, object] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Prompt:
+    """The turns an episode starts from, and the ids of the skills rendered into them."""
+
+    messages: list[ChatMessage]
+    skills: list[str] = field(default_factory=list)
+
+
 class PolicyError(RuntimeError):
     """A policy could not produce an action; the message says why."""
 
@@ -54,6 +64,11 @@ class Policy(abc.ABC):
     @abc.abstractmethod
     async def act(self, inp: PolicyInput) -> PolicyOutput:
         """Propose the next action."""
+
+    async def prompt(self, messages: list[ChatMessage], task: TaskSpec, env: str) -> Prompt:
+        """The prompt this policy acts on, given the environment's ``messages`` for ``task``
+        in ``env`` (the runner publishes it in ``EpisodeStarted``): by default those."""
+        return Prompt(list(messages))
 
     async def reload(self, announcement: PolicyVersion) -> None:
         """Move to announced weights. Policies without weights just adopt the version."""

@@ -185,10 +185,26 @@ class HFLocalPolicy(Policy):
     def _choose(
         self, ids: list[int], choices: list[str], seed: int, step: int
     ) -> tuple[list[int], list[float]]:
-        """Sample one of ``choices`` by its sequence log-probability (see the module doc).
+        """Sample one of ``choices`` by its sequence log-probability (see the module doc)."""
+        tails, token_logprobs = self.choice_logprobs(ids, choices)
+        scores = torch.tensor([sum(lp) for lp in token_logprobs]) / self.temperature
+        generator = torch.Generator().manual_seed(_seed(seed, step))
+        k = int(torch.multinomial(torch.softmax(scores, 0), 1, generator=generator))
+        return tails[k], token_logprobs[k]
 
-        The prompt runs once; its key-value cache is repeated for every choice, so the cost
-        is one prompt plus the choices' own tokens."""
+    def menu_distribution(self, ids: list[int], choices: list[str]) -> list[float]:
+        """The probability this policy picks each of ``choices`` after prompt ``ids`` (what
+        :meth:`act` samples from; exact, for measuring without sampling noise)."""
+        _, token_logprobs = self.choice_logprobs(ids, choices)
+        scores = torch.tensor([sum(lp) for lp in token_logprobs]) / self.temperature
+        return torch.softmax(scores, 0).tolist()
+
+    def choice_logprobs(
+        self, ids: list[int], choices: list[str]
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """Each choice's tokens (its text and the end token) and their log-probabilities
+        after prompt ``ids``. The prompt runs once; its key-value cache is repeated for
+        every choice, so the cost is one prompt plus the choices' own tokens."""
         end = self.tokenizer.eos_token_id
         tails = [
             [
@@ -218,10 +234,7 @@ class HFLocalPolicy(Policy):
         token_logprobs = [
             [float(first[t[0]]), *rest[i, : len(t) - 1].tolist()] for i, t in enumerate(tails)
         ]
-        scores = torch.tensor([sum(lp) for lp in token_logprobs]) / self.temperature
-        generator = torch.Generator().manual_seed(_seed(seed, step))
-        k = int(torch.multinomial(torch.softmax(scores, 0), 1, generator=generator))
-        return tails[k], token_logprobs[k]
+        return tails, token_logprobs
 
     def _generate(self, ids: list[int], seed: int, step: int) -> tuple[list[int], list[float]]:
         torch.manual_seed(_seed(seed, step))

@@ -4,7 +4,9 @@ an episode's trajectory with its verdicts from LanceDB, and Prometheus metrics.
 Routes: ``/`` and ``/episodes/{id}`` (the page; it renders the live view or the episode),
 ``/events`` (``text/event-stream``: a snapshot of the live view within 50 ms of a change,
 at most 4 a second, and one a second while rates decay), ``/api/view`` (the snapshot once),
-``/api/episodes/{id}`` (the episode as JSON) and ``/metrics``. With a token every request
+``/api/episodes/{id}`` (the episode as JSON), ``POST /api/control`` (``{"episode_id": ...,
+"approve": true|false}``: a person's answer to a paused episode, published on ``sf.control``)
+and ``/metrics``. With a token every request
 must carry it, as ``Authorization: Bearer <token>`` or ``?token=<token>`` (the page passes
 its own ``?token=`` on to its requests, since EventSource cannot send headers).
 """
@@ -21,12 +23,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.responses import StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...infra.config import Settings
+from ...infra.producer import EventProducer
+from ...streams.control import answer
 from ...streams.monitor import Follower, LiveView
 from ...streams.monitor.view import to_json
 
@@ -82,6 +86,7 @@ def create_app(
     """The app; ``follow=False`` serves without reading the topics (tests of the routes)."""
     view = LiveView(window_s)
     html = page()
+    producer = EventProducer(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -90,9 +95,11 @@ def create_app(
             return
         follower = Follower(settings, view, from_beginning=from_beginning)
         await follower.start()
+        await producer.start()
         try:
             yield
         finally:
+            await producer.stop()
             await follower.stop()
 
     app = FastAPI(
@@ -136,6 +143,22 @@ def create_app(
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
+
+    @app.post("/api/control")
+    async def control(request: Request) -> Any:
+        try:
+            body = await request.json()
+            episode_id, approve = str(body["episode_id"]), body["approve"]
+        except (ValueError, KeyError, TypeError):
+            return JSONResponse(
+                {"error": "send {'episode_id': ..., 'approve': true or false}"}, status_code=400
+            )
+        paused = view.paused.get(episode_id)
+        if paused is None or not isinstance(approve, bool):
+            return JSONResponse({"error": f"episode {episode_id} is not paused"}, status_code=404)
+        decision = answer(paused[1], approve, "serve")
+        await producer.publish(decision)
+        return {"control": decision.model_dump(mode="json")}
 
     @app.get("/api/episodes/{episode_id}")
     def episode(episode_id: str) -> Any:

@@ -8,7 +8,10 @@ is insensitive to arrival order and duplicates: an episode is emitted once, when
   every step has a verdict from each of ``required_step_checkers`` (the live auditor judges
   step by step and closes each step with an ``audit.summary`` verdict),
 
-or when the verdict timeout after the end passed (``completed_by="timeout"``). An episode
+or when the verdict timeout after the end passed (``completed_by="timeout"``). Verdicts on
+actions a menu offered and the agent did not take (``Verdict.choice``) neither complete a
+step nor cost reward: they mark the step's ``unsafe_untaken`` choices, negatives a trainer
+may use. An episode
 with no end after ``episode_timeout_s`` of silence is closed: an ``EpisodeEnded`` with
 outcome ``abandoned`` is emitted, then its trajectory (``completed_by="abandoned"``).
 Events for an episode already closed are counted as late (they stay in their own topics).
@@ -27,6 +30,7 @@ from typing import Literal, Protocol
 
 from ...infra import metrics
 from ...schemas import (
+    Decision,
     EpisodeEnded,
     EpisodeStarted,
     Event,
@@ -242,7 +246,7 @@ class TrajectoryAssembler:
         required = self.config.required_step_checkers
         if not required:
             return False
-        judged = {(v.step_index, v.checker) for v in state.verdicts.values()}
+        judged = {(v.step_index, v.checker) for v in state.verdicts.values() if v.choice is None}
         return all((s.step_index, c) in judged for s in state.steps.values() for c in required)
 
     def _abandon(self, state: EpisodeState, now: float) -> list[Event]:
@@ -288,7 +292,7 @@ class TrajectoryAssembler:
         steps = [state.steps[i] for i in sorted(state.steps)]
         verdicts = sorted(state.verdicts.values(), key=lambda v: v.event_id)
         rule = self.config.reward_rule
-        components = rule.components(ended, verdicts)
+        components = rule.components(ended, [v for v in verdicts if v.choice is None])
         versions = [s.policy_version for s in steps]
         if not versions:
             versions = [v for v in (ended.policy_version, _started_version(state)) if v is not None]
@@ -301,7 +305,7 @@ class TrajectoryAssembler:
             task_id=ended.task_id,
             env=ended.env,
             prompt=list(started.prompt) if started else [],
-            steps=[_trajectory_step(s) for s in steps],
+            steps=[_trajectory_step(s, verdicts) for s in steps],
             outcome=ended.outcome,
             reward=rule.reward(components),
             reward_components=components,
@@ -325,7 +329,16 @@ def _group_id(state: EpisodeState) -> str:
     return state.ended.task_id  # no group: the episode is a group of one task
 
 
-def _trajectory_step(step: Step) -> TrajectoryStep:
+def _trajectory_step(step: Step, verdicts: list[Verdict]) -> TrajectoryStep:
+    offered = len(step.choices or ())
+    unsafe_untaken = {
+        v.choice
+        for v in verdicts
+        if v.step_index == step.step_index
+        and v.choice is not None
+        and v.choice < offered
+        and v.decision is Decision.BLOCK
+    }
     return TrajectoryStep(
         step_index=step.step_index,
         messages=step.messages,
@@ -334,4 +347,6 @@ def _trajectory_step(step: Step) -> TrajectoryStep:
         prompt_token_ids=step.prompt_token_ids,
         policy_version=step.policy_version,
         blocked=step.blocked,
+        choices=step.choices,
+        unsafe_untaken=sorted(unsafe_untaken),  # type: ignore[arg-type]
     )

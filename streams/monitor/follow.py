@@ -1,7 +1,8 @@
 """Following a deployment's topics into a :class:`~.view.LiveView`.
 
 One group-less ``TopicReader`` (a watcher commits nothing and never joins a worker's group)
-reads ``sf.steps``, ``sf.verdicts``, ``sf.alerts`` and ``sf.episodes`` from their ends, or
+reads ``sf.steps``, ``sf.verdicts``, ``sf.alerts``, ``sf.episodes`` and ``sf.control`` (the
+episodes paused for approval) from their ends, or
 from their beginnings on request. :meth:`Follower.start` returns once every partition's
 start offset is pinned, so a record published after it returns is shown. Consumer-group lag
 is read every few seconds with the admin client, and the policy topic through the shared
@@ -20,14 +21,22 @@ from ...infra.config import Settings
 from ...infra.policy_watch import PolicyWatcher
 from ...infra.reader import TopicReader
 from ...infra.topics import BY_NAME, create_topics
-from ...schemas import Alert, DecodeError, EpisodeEnded, EpisodeStarted, Verdict, codec
+from ...schemas import (
+    Alert,
+    Control,
+    DecodeError,
+    EpisodeEnded,
+    EpisodeStarted,
+    Verdict,
+    codec,
+)
 from ...schemas import headers as h
 from .lag import LagReader
 from .view import LiveView
 
 log = logging.getLogger(__name__)
 
-FOLLOWED = ("steps", "verdicts", "alerts", "episodes")
+FOLLOWED = ("steps", "verdicts", "alerts", "episodes", "control")
 """Catalogue topics the view is folded from."""
 
 
@@ -143,6 +152,8 @@ class Follower:
             view.fold_verdict(event, at)
         elif isinstance(event, EpisodeStarted | EpisodeEnded):
             view.fold_episode(event, at)
+        elif isinstance(event, Control):
+            view.fold_control(event, at)
 
     async def _read_lag(self, reader: LagReader) -> None:
         try:
@@ -162,6 +173,8 @@ class Follower:
                     "version": p.policy_version,
                     "trained_on": p.trained_on,
                     "produced_at": p.produced_at,
+                    "trainer_version": p.trainer_version,
+                    "reload_error": p.reload_error,
                 }
                 for name, p in sorted(watcher.latest.items())
             }

@@ -2,8 +2,10 @@
 
 Folded from records as they arrive (the follower feeds it): recent alerts with the offending
 action, per-risk-type and per-environment rates over a sliding window, step→verdict latency
-percentiles, consumer-group lag and policy versions. :meth:`LiveView.snapshot` turns it into
-one JSON-able dict, so the terminal and the web page render the same numbers.
+percentiles, consumer-group lag and policy versions (with a version the inference server
+did not load), and the alert and unsafe rates over the last half hour as a time series (the
+web page's charts). :meth:`LiveView.snapshot` turns it into one JSON-able dict, so the
+terminal and the web page render the same numbers.
 
 Times are event times: a record's Kafka timestamp (when its producer created it), so a view
 built ``--from-beginning`` counts old records outside the window instead of as a burst now.
@@ -26,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ...schemas import Alert, EpisodeEnded, EpisodeStarted, Step, Verdict
+from ...schemas import Alert, Control, ControlCommand, EpisodeEnded, EpisodeStarted, Step, Verdict
 
 ACTION_CHARS = 240
 """Characters of an alert's offending action kept for display."""
@@ -127,6 +129,51 @@ class StepCache:
             return None
 
 
+class Series:
+    """Counts of a few keys per ``bucket_s`` of event time over the last ``span_s``: the
+    history behind the rate charts (memory: one counter per bucket)."""
+
+    def __init__(self, span_s: float = 1800.0, bucket_s: float = 10.0) -> None:
+        self.span_s = span_s
+        self.bucket_s = bucket_s
+        self._buckets: dict[int, Counter[str]] = {}
+
+    def add(self, at: float, key: str) -> None:
+        """Count ``key`` at time ``at``."""
+        self._buckets.setdefault(math.floor(at / self.bucket_s), Counter())[key] += 1
+
+    def points(self, now: float) -> dict[str, Any]:
+        """Per bucket, oldest first, up to the one holding ``now``: alerts per minute and the
+        share of ended episodes that were unsafe (None where none ended)."""
+        last = math.floor(now / self.bucket_s)
+        first = last - int(self.span_s / self.bucket_s) + 1
+        for old in [b for b in self._buckets if b < first]:
+            del self._buckets[old]
+        per_min = 60.0 / self.bucket_s
+        alerts, unsafe = [], []
+        for bucket in range(first, last + 1):
+            counts = self._buckets.get(bucket, Counter())
+            alerts.append(counts["alerts"] * per_min)
+            ended = counts["ended"]
+            unsafe.append(counts["unsafe"] / ended if ended else None)
+        return {
+            "bucket_s": self.bucket_s,
+            "start": first * self.bucket_s,
+            "alerts_per_min": alerts,
+            "unsafe_rate": unsafe,
+        }
+
+
+def describe_policy(name: str, announced: dict[str, Any]) -> str:
+    """One policy's announcement as shown: its version, and when the trainer has newer
+    weights the inference server did not load, which and why."""
+    text = f"{name} v{announced['version']}"
+    newer, error = announced.get("trainer_version"), announced.get("reload_error")
+    if newer is not None:
+        text += f" (trainer at v{newer}, not served: {error or 'reload failed'})"
+    return text
+
+
 def _on_action(alert: Verdict) -> bool:
     """Whether the alert's evidence is in the action (or it has none to point elsewhere)."""
     return not alert.evidence or any(e.field.startswith("action") for e in alert.evidence)
@@ -176,12 +223,15 @@ class LiveView:
         self.verdicts = Window(window_s)
         self.ended_by_env = Window(window_s)
         self.unsafe_by_env = Window(window_s)
+        self.history = Series()
         self._latency: deque[tuple[float, float]] = deque(maxlen=max_latency_samples)
         self.totals: Counter[str] = Counter()
         self.policy_in_use: dict[str, int] = {}
         """Environment → policy version of its latest step (the ``sf-policy-version``)."""
         self.policies: dict[str, dict[str, Any]] = {}
         """Policy name → its latest announcement on the policy topic."""
+        self.paused: dict[str, tuple[float, Control]] = {}
+        """Episode → (when, the pause) for episodes waiting for a person's approval."""
         self.lag: dict[str, dict[str, Any]] = {}
         """Consumer group → {"lag": records behind, "topics": {topic: lag}}."""
         self.status = "starting"
@@ -234,6 +284,7 @@ class LiveView:
         )
         self.alerts_by_risk.add(at, alert.risk_type)
         self.alerts_by_env.add(at, alert.env or "?")
+        self.history.add(at, "alerts")
         self.totals["alerts"] += 1
         self.seq += 1
 
@@ -241,13 +292,29 @@ class LiveView:
         """An episode start or end; ends are counted per env, unsafe ones apart."""
         if isinstance(event, EpisodeEnded):
             self.ended_by_env.add(at, event.env)
+            self.history.add(at, "ended")
             self.totals["episodes_ended"] += 1
             if event.safety is not None and event.safety.unsafe:
                 self.unsafe_by_env.add(at, event.env)
+                self.history.add(at, "unsafe")
                 self.totals["unsafe_episodes"] += 1
         else:
             self.totals["episodes_started"] += 1
         self.seq += 1
+
+    def fold_control(self, control: Control, at: float) -> None:
+        """A control decision: a pause waits for approval until the episode's next one."""
+        if control.command is ControlCommand.PAUSE:
+            self.paused[control.episode_id] = (at, control)
+        else:
+            self.paused.pop(control.episode_id, None)
+        self.totals[f"control_{control.command.value}"] += 1
+        self.seq += 1
+
+    def oldest_paused(self) -> Control | None:
+        """The pause that has waited longest (what the monitor's keys answer)."""
+        waiting = sorted(self.paused.values(), key=lambda entry: entry[0])
+        return waiting[0][1] if waiting else None
 
     def set_lag(self, lag: dict[str, dict[str, Any]]) -> None:
         """The latest consumer-group lag reading."""
@@ -320,7 +387,14 @@ class LiveView:
             "latency": self.latency(now),
             "lag": self.lag,
             "policy_in_use": dict(sorted(self.policy_in_use.items())),
-            "policies": self.policies,
+            "policies": {
+                name: {**p, "shown": describe_policy(name, p)} for name, p in self.policies.items()
+            },
+            "series": self.history.points(now),
+            "paused": [
+                {"episode_id": c.episode_id, "at": at, "reason": c.reason, "control_id": c.event_id}
+                for at, c in sorted(self.paused.values(), key=lambda entry: entry[0])
+            ],
             "totals": dict(self.totals),
         }
 

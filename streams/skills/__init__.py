@@ -1,5 +1,6 @@
 """Skills: lessons distilled from failed and unsafe trajectories, retrieved for new tasks."""
 
-from .library import SkillLibrary, distil_lessons, render_for_prompt
+from .follow import SkillFollower
+from .library import SkillLibrary, distil_lessons
 
-__all__ = ["SkillLibrary", "distil_lessons", "render_for_prompt"]
+__all__ = ["SkillFollower", "SkillLibrary", "distil_lessons"]

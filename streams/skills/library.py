@@ -8,6 +8,7 @@ new source episodes; republished on the compacted ``sf.skills`` topic, the lates
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -17,7 +18,7 @@ from ...schemas import Decision, Outcome, Skill, Trajectory, Verdict, derive_id
 
 PRODUCER = "skill-distiller"
 PRODUCER_VERSION = 1
-FAILED = (Outcome.FAILURE, Outcome.ERROR, Outcome.TRUNCATED, Outcome.ABANDONED)
+FAILED = (Outcome.FAILURE, Outcome.ERROR, Outcome.TRUNCATED, Outcome.ABANDONED, Outcome.HALTED)
 
 
 def _clip(text: str, limit: int = 240) -> str:
@@ -35,7 +36,11 @@ def _step_action(t: Trajectory, step_index: int | None) -> str:
 
 def distil_lessons(t: Trajectory, verdicts: Sequence[Verdict]) -> list[Skill]:
     """Candidate skills from one trajectory (empty if it succeeded safely)."""
-    flagged = [v for v in verdicts if v.decision not in (Decision.ALLOW, Decision.CHECKER_ERROR)]
+    flagged = [  # what the agent did (a verdict on a choice it did not take teaches nothing)
+        v
+        for v in verdicts
+        if v.decision not in (Decision.ALLOW, Decision.CHECKER_ERROR) and v.choice is None
+    ]
     lessons = []
     for v in sorted(flagged, key=lambda v: (-v.severity.rank, v.event_id)):
         evidence = "; ".join(_clip(e.text, 160) for e in v.evidence) or "(no evidence span)"
@@ -75,13 +80,15 @@ def _skill(t: Trajectory, title: str, lesson: str, when: str, risks: list[str]) 
 
 
 class SkillLibrary:
-    """The deduplicated skills known so far, with their embeddings, for retrieval."""
+    """The deduplicated skills known so far, with their embeddings, for retrieval (safe to
+    add to from one thread while others retrieve)."""
 
     def __init__(self, embedder: TextEmbedder, merge_above: float = 0.9) -> None:
         self.embedder = embedder
         self.merge_above = merge_above
         self.skills: list[Skill] = []
         self._vectors = np.zeros((0, 0), dtype=np.float32)
+        self._lock = threading.Lock()
 
     @staticmethod
     def text(skill: Skill) -> str:
@@ -90,6 +97,10 @@ class SkillLibrary:
 
     def add(self, candidates: Iterable[Skill]) -> list[Skill]:
         """Merge candidates in; return the skills to publish (new, or grown by a source)."""
+        with self._lock:
+            return self._add(candidates)
+
+    def _add(self, candidates: Iterable[Skill]) -> list[Skill]:
         changed: dict[str, Skill] = {}
         for skill in candidates:
             vector = self.embedder.embed([self.text(skill)])[0]
@@ -124,19 +135,12 @@ class SkillLibrary:
 
     def top_k(self, task_text: str, k: int = 3, env: str | None = None) -> list[Skill]:
         """The ``k`` skills most relevant to a new task (same-env skills first on ties)."""
-        if not self.skills:
-            return []
-        sims = self._vectors @ self.embedder.embed([task_text])[0]
-        if env is not None:
-            sims = sims + np.array([0.05 if s.env == env else 0.0 for s in self.skills])
-        order = np.argsort(-sims)[:k]
-        return [self.skills[i] for i in order]
-
-
-def render_for_prompt(skills: Sequence[Skill]) -> str:
-    """Skills as a block for an agent's system prompt (experience injection)."""
-    if not skills:
-        return ""
-    lines = ["Lessons from earlier episodes:"]
-    lines += [f"- {s.title}: {s.lesson}" for s in skills]
-    return "\n".join(lines)
+        query = self.embedder.embed([task_text])[0]
+        with self._lock:
+            if not self.skills or k <= 0:
+                return []
+            sims = self._vectors @ query
+            if env is not None:
+                sims = sims + np.array([0.05 if s.env == env else 0.0 for s in self.skills])
+            order = np.argsort(-sims)[:k]
+            return [self.skills[i] for i in order]

@@ -43,13 +43,14 @@ def test_demo_closes_the_loop(kafka: str, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((workdir / "summary.json").read_text())
-    total = EPISODES * (ROUNDS + 2)
+    total = EPISODES * (ROUNDS + 3)
 
     # discover: every round ran, and every unsafe action the env saw raised an alert
     assert summary["episodes"] == total and summary["steps"] == total
-    baseline, verify = summary["rounds"][0], summary["rounds"][-1]
-    assert [r["kind"] for r in summary["rounds"]] == ["before", *["train"] * ROUNDS, "after"]
-    assert [r["episodes"] for r in summary["rounds"]] == [EPISODES] * (ROUNDS + 2)
+    baseline, injection, verify = summary["rounds"][0], summary["rounds"][1], summary["rounds"][-1]
+    kinds = ["before", "injection", *["train"] * ROUNDS, "after"]
+    assert [r["kind"] for r in summary["rounds"]] == kinds
+    assert [r["episodes"] for r in summary["rounds"]] == [EPISODES] * (ROUNDS + 3)
     assert baseline["unsafe"] > 0, "the untrained policy took no shortcut at this seed"
     assert summary["unsafe_episodes"]
     assert set(summary["unsafe_episodes"]) <= set(summary["alerted_episodes"])
@@ -68,15 +69,25 @@ def test_demo_closes_the_loop(kafka: str, tmp_path: Path) -> None:
     # held-out rounds ran v0 and the final version, and were never trained on
     assert summary["policy_versions"] == list(range(ROUNDS + 1))
     assert summary["versions_run"] == list(range(ROUNDS + 1))
-    expected_versions = [0, *range(ROUNDS), ROUNDS]
+    expected_versions = [0, 0, *range(ROUNDS), ROUNDS]
     for version, result in zip(expected_versions, summary["rounds"], strict=True):
         assert result["versions"] == {str(version): EPISODES}, result
     train_log = Path(summary["logs"]["train"]).read_text()
-    assert f"{EPISODES} held out (evaluation tasks" in train_log  # the before round's
+    assert f"{2 * EPISODES} held out (evaluation tasks" in train_log  # before and injection
+
+    # injection only: the skills worker distilled the before round's alerted episodes, and
+    # the injection round ran the same tasks on v0 with one of those skills in each prompt
+    assert summary["skills"], "no skill distilled from the before round"
+    sources = {e for s in summary["skills"].values() for e in s["source_episode_ids"]}
+    assert sources & set(summary["alerted_episodes"])
+    assert sum(injection["skills"].values()) == EPISODES  # one skill per episode
+    assert set(injection["skills"]) <= set(summary["skills"])
+    assert all(not r["skills"] for r in summary["rounds"] if r["kind"] != "injection")
+    assert Path(summary["learning_png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # verify: the same held-out tasks on the final version are safer and better rewarded
     assert verify["unsafe"] < baseline["unsafe"]
     assert verify["mean_reward"] > baseline["mean_reward"]
-    for name in ("audit", "assemble", "sink", "train", "simulate"):
+    for name in ("audit", "assemble", "sink", "train", "simulate", "skills", "simulate-skills"):
         assert Path(summary["logs"][name]).is_file()
     assert summary["killed_on_stop"] == []

@@ -159,3 +159,43 @@ def test_window_memory_follows_its_length_not_the_rate() -> None:
     assert sum(window.prune(1010.0).values()) == 100_000
     window.add(900.0, "late")  # left the window before it arrived: not counted
     assert "late" not in window.prune(1010.0) and sum(window.prune(1065.5).values()) == 50_000
+
+
+def test_alert_and_unsafe_rates_over_time_are_kept_per_bucket() -> None:
+    """The series behind serve's charts: alerts per minute and the unsafe share of the
+    episodes that ended, per 10 s bucket over the last half hour (gaps where none ended)."""
+    now = 10_000.0
+    view = LiveView(60, clock=lambda: now)
+    step = _step(0, "rm -rf /")
+    for at in (now - 25.0, now - 21.0, now - 5.0):
+        view.fold_alert(_verdict(step, cls=Alert), at)
+    for n, (at, unsafe) in enumerate(((now - 24.0, True), (now - 23.0, False), (now - 4.0, True))):
+        end = EpisodeEnded(
+            episode_id=f"e{n}",
+            task_id="t",
+            env="os",
+            outcome=Outcome.FAILURE,
+            safety=SafetyOutcome(unsafe=unsafe),
+        )
+        view.fold_episode(end, at)
+    view.fold_alert(_verdict(step, cls=Alert), now - 4000.0)  # older than the half hour
+    series = view.snapshot()["series"]
+    assert series["bucket_s"] == 10.0 and len(series["alerts_per_min"]) == 180
+    assert series["start"] == now - 1790.0
+    # the last bucket is the one holding now: 2, 0, 1 and 0 alerts in the last four
+    assert series["alerts_per_min"][-4:] == [12.0, 0.0, 6.0, 0.0]
+    assert series["unsafe_rate"][-4:] == [0.5, None, 1.0, None]
+    assert sum(series["alerts_per_min"]) == 18.0
+
+
+def test_a_version_the_inference_server_did_not_load_is_shown() -> None:
+    view = LiveView(60, clock=lambda: 0.0)
+    view.set_policies(
+        {
+            "served": {"version": 4, "trainer_version": None, "reload_error": None},
+            "stuck": {"version": 2, "trainer_version": 3, "reload_error": "HTTP 500: refused"},
+        }
+    )
+    policies = view.snapshot()["policies"]
+    assert policies["served"]["shown"] == "served v4"
+    assert policies["stuck"]["shown"] == "stuck v2 (trainer at v3, not served: HTTP 500: refused)"

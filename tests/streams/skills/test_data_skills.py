@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from data_episodes import episode_events
 
+from safactory.agents.skills import render_for_prompt
 from safactory.infra.embedding import MiniLM
 from safactory.schemas import EpisodeEnded, Outcome, Trajectory, Verdict
 from safactory.streams.assembly import TrajectoryAssembler
-from safactory.streams.skills import SkillLibrary, distil_lessons, render_for_prompt
+from safactory.streams.skills import SkillLibrary, distil_lessons
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,61 @@
+"""``safactory model-server``: serve a weight-store model over the OpenAI chat API.
+
+The project's own inference server (:mod:`safactory.agents.policies.serve_local`): it
+reports the revision it serves, reloads on vLLM's ``/collective_rpc`` endpoint, and can be
+told to refuse reloads (a drill). vLLM is the server for GPUs; this one runs anywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .serve import check_exposure, listen_socket
+
+
+def model_server(
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="a weight-store version folder, or the store's <weight_dir>/<policy>/current "
+            "link (resolved at every reload); it may not exist yet"
+        ),
+    ],
+    host: Annotated[str, typer.Option(help="address to bind; not loopback needs --token")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(min=0, max=65535, help="port (0: a free one)")] = 8000,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SF_MODEL_SERVER_TOKEN",
+            show_default=False,
+            help="every request must carry it (Authorization: Bearer)",
+        ),
+    ] = None,
+    name: Annotated[str, typer.Option(help="the served model name")] = "hf-local",
+    temperature: Annotated[float, typer.Option(min=0.01, help="sampling temperature")] = 1.0,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="tokens per reply at most")] = 32,
+    device: Annotated[str, typer.Option(help="torch device: cpu | cuda")] = "cpu",
+) -> None:
+    """Serve SOURCE at http://HOST:PORT/v1 (chat completions, models with the served
+    revision, reload by POST /collective_rpc). Prints its address once it listens."""
+    import uvicorn
+
+    from ..agents.policies.serve_local import ModelServer
+
+    check_exposure(host, token)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    sock = listen_socket(host, port)
+    shown = f"[{host}]" if ":" in host else host
+    server = ModelServer(
+        source, name=name, temperature=temperature, max_new_tokens=max_new_tokens, device=device
+    )
+    typer.echo(f"model server on http://{shown}:{sock.getsockname()[1]}/v1 (source {source})")
+    config = uvicorn.Config(
+        server.app(token), log_level="warning", access_log=False, timeout_graceful_shutdown=2
+    )
+    uvicorn.Server(config).run(sockets=[sock])
