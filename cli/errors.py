@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 
 import typer
@@ -13,6 +14,9 @@ from rich.markup import escape
 
 from ..infra import config
 from ..schemas.headers import shown
+
+_UNPARSED_FIELD = re.compile(r'error parsing value for field "(\w+)"')
+"""pydantic-settings' message when an ``SF_*`` variable of a structured field is no JSON."""
 
 UNREACHABLE = (KafkaConnectionError, KafkaTimeoutError, ConnectionError, TimeoutError)
 """Exceptions that mean the broker could not be reached (not that the input was wrong)."""
@@ -67,6 +71,10 @@ def settings_failure(exc: Exception) -> str:
                 source += f"={shown(first['input'])}"
         more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         return f"{source}: {first['msg']}{more}; fix it or unset it"
+    parsed = _UNPARSED_FIELD.search(str(exc))
+    if parsed and f"SF_{parsed.group(1).upper()}" in os.environ:  # a structured field's JSON
+        var = f"SF_{parsed.group(1).upper()}"
+        return f"{var}={shown(os.environ[var])}: not valid JSON for this field; fix it or unset it"
     if isinstance(exc, tomllib.TOMLDecodeError | UnicodeDecodeError):
         return f"{where}: not valid TOML ({' '.join(str(exc).split())[:200]})"
     return f"{where}: {' '.join(str(exc).split())[:300]}"

@@ -82,11 +82,11 @@ async def test_a_record_the_dead_letter_topic_cannot_hold_is_dead_lettered_by_re
     assert [d.event.step_index for d in handled] == [0, 1, 2]  # the worker carried on
     assert consumer.stats.dead_lettered == 1
     [letter] = letters
-    assert letter.error.startswith("decode: step/1: field '<payload>': Invalid JSON")
+    assert letter.error.startswith(f"decode: {s.Step.schema_id()}: field '<payload>': Invalid JSON")
     assert (letter.origin_topic, letter.origin_offset) == (settings.topic("steps"), 0)
     assert letter.value_bytes == len(value)
     assert letter.value == value[: s.DeadLetter.PREVIEW_BYTES]
-    assert dict(letter.headers)[h.SCHEMA] == b"step/1"
+    assert dict(letter.headers)[h.SCHEMA] == s.Step.schema_id().encode()
 
 
 async def test_a_record_near_the_topic_limit_is_dead_lettered_with_its_reason(
