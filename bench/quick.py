@@ -38,7 +38,31 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from safactory.infra.config import Settings
+
+def _this_checkout() -> None:
+    """Make ``safactory`` this checkout's code: a cached environment may still point at
+    another clone (one since deleted, or another engineer's), and the figures would be that
+    code's. Repoint it as bootstrap.sh does, then start again."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        import safactory.infra
+
+        if Path(safactory.infra.__file__).resolve().parent == root / "infra":
+            return
+    except ImportError:
+        pass
+    if os.environ.get("SF_QUICK_REPOINTED"):
+        raise SystemExit(f"quick.py: cannot import safactory from {root}; run bootstrap.sh")
+    print(f"quick.py: pointing {sys.prefix} at {root}", file=sys.stderr)
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+    subprocess.run([*pip, "-e", str(root)], check=True)
+    os.environ["SF_QUICK_REPOINTED"] = "1"
+    os.execv(sys.executable, [sys.executable, *sys.argv])
+
+
+_this_checkout()
+
+from safactory.infra.config import Settings  # noqa: E402
 
 BASELINE = Path(__file__).with_name("baseline.json")
 REGRESSION = 0.30
