@@ -10,13 +10,12 @@ wires :class:`ControlFollower` (the topic, followed without a consumer group) in
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from ..infra.config import Settings
-from ..infra.reader import TopicReader
+from ..infra.reader import Follower, TopicReader
 from ..infra.topics import BY_NAME, create_topics
 from ..schemas import Control, ControlCommand, DecodeError, codec
 
@@ -72,7 +71,7 @@ async def obey(
     return Obeyed("run", control, waited)  # resume: approved
 
 
-class ControlFollower:
+class ControlFollower(Follower):
     """The latest decision per episode on ``sf.control``, followed from the topic's end at
     :meth:`start` (decisions about episodes not yet started cannot exist)."""
 
@@ -82,7 +81,6 @@ class ControlFollower:
         self.decisions: dict[str, Control] = {}
         self._changed = asyncio.Condition()
         self._reader = TopicReader(settings, "control-follower", committed_only=False)
-        self._task: asyncio.Task[None] | None = None
 
     def latest(self, episode_id: str) -> Control | None:
         return self.decisions.get(episode_id)
@@ -95,14 +93,8 @@ class ControlFollower:
     async def start(self) -> None:
         """Pin every partition at its end, then follow in the background."""
         await create_topics(self.settings, [BY_NAME[Control.TOPIC]])
-        await self._reader.start()
-        try:
-            tps = await self._reader.partitions([self.topic], wait_s=30)
-            await self._reader.open(tps, start="end")
-        except BaseException:
-            await self._reader.stop()
-            raise
-        self._task = asyncio.create_task(self._follow(), name="control-follower")
+        await self._open(self.topic, start="end")
+        self._follow_in_background(self._follow(), "control-follower")
 
     async def _follow(self) -> None:
         while True:
@@ -118,18 +110,3 @@ class ControlFollower:
             if records:
                 async with self._changed:
                     self._changed.notify_all()
-
-    async def stop(self) -> None:
-        """Stop following and disconnect."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self._reader.stop()
-
-    async def __aenter__(self) -> ControlFollower:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()

@@ -11,18 +11,17 @@ value) forgets its policy.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from ..schemas import DecodeError, PolicyVersion, codec
 from .config import Settings
-from .reader import TopicReader
+from .reader import Follower, TopicReader
 from .topics import BY_NAME, create_topics
 
 log = logging.getLogger(__name__)
 
 
-class PolicyWatcher:
+class PolicyWatcher(Follower):
     """``latest[name]`` is the newest :class:`PolicyVersion` announced for ``name``."""
 
     def __init__(self, settings: Settings) -> None:
@@ -38,30 +37,10 @@ class PolicyWatcher:
         """Connect, read the announcements made so far (up to ``catch_up_s``, so the first
         question already gets the latest version), then follow in the background."""
         await create_topics(self.settings, [BY_NAME[PolicyVersion.TOPIC]])
-        await self._reader.start()
-        try:
-            await self._reader.open(await self._reader.partitions([self.topic], wait_s=30))
-        except BaseException:
-            await self._reader.stop()
-            raise
-        self._task = asyncio.create_task(self._follow(), name="policy-watcher")
+        await self._open(self.topic)
+        self._follow_in_background(self._follow(), "policy-watcher")
         if not await self._caught_up(catch_up_s):
             log.warning("policy watcher: not caught up with %s after %gs", self.topic, catch_up_s)
-
-    async def stop(self) -> None:
-        """Stop following and disconnect."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self._reader.stop()
-
-    async def __aenter__(self) -> PolicyWatcher:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     async def wait_for(self, name: str, at_least: int) -> PolicyVersion:
         """The announcement of ``name`` once its version is ``>= at_least`` (bound the wait

@@ -16,10 +16,11 @@ fatal (a state restore: it is) or the end of what can be read (a replay window).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Self
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
@@ -278,6 +279,48 @@ class TopicReader:
                     await asyncio.sleep(0.05)
         except TimeoutError:
             return False
+
+
+class Follower:
+    """A :class:`TopicReader` followed by a background task until :meth:`stop` (the policy
+    watcher, the skills and control followers): a subclass opens ``self._reader`` in its
+    ``start`` and hands its loop to :meth:`_follow_in_background`."""
+
+    _reader: TopicReader
+    _task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Open the reader and start following."""
+        raise NotImplementedError
+
+    async def _open(self, topic: str, **where: object) -> dict[TopicPartition, Span]:
+        """Connect and open every partition of ``topic`` (``where``: :meth:`TopicReader.open`'s
+        ``start`` / ``until``); disconnected again if that fails."""
+        await self._reader.start()
+        try:
+            tps = await self._reader.partitions([topic], wait_s=30)
+            return await self._reader.open(tps, **where)  # type: ignore[arg-type]
+        except BaseException:
+            await self._reader.stop()
+            raise
+
+    def _follow_in_background(self, loop: Coroutine[object, object, None], name: str) -> None:
+        self._task = asyncio.create_task(loop, name=name)
+
+    async def stop(self) -> None:
+        """Stop following and disconnect."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._reader.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
 
 
 def header(record: ConsumerRecord, name: str) -> bytes | None:

@@ -9,13 +9,12 @@ the topic when it was called is in the library.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from aiokafka import ConsumerRecord
 
 from ...infra.config import Settings
-from ...infra.reader import TopicReader
+from ...infra.reader import Follower, TopicReader
 from ...infra.topics import BY_NAME, create_topics
 from ...schemas import DecodeError, Skill, codec
 from .library import SkillLibrary
@@ -23,7 +22,7 @@ from .library import SkillLibrary
 log = logging.getLogger(__name__)
 
 
-class SkillFollower:
+class SkillFollower(Follower):
     """Feeds ``library`` from the skills topic of ``settings`` until stopped."""
 
     def __init__(self, settings: Settings, library: SkillLibrary) -> None:
@@ -33,23 +32,20 @@ class SkillFollower:
         self.read = 0
         """Skill records folded in so far (a re-published skill counts again)."""
         self._reader = TopicReader(settings, "skill-follower", committed_only=False)
-        self._task: asyncio.Task[None] | None = None
 
     async def start(self, timeout_s: float = 30.0) -> None:
         """Read the topic to its current end into the library, then follow it."""
         await create_topics(self.settings, [BY_NAME[Skill.TOPIC]])
-        await self._reader.start()
+        spans = await self._open(self.topic, until="end")
         try:
-            tps = await self._reader.partitions([self.topic], wait_s=timeout_s)
-            spans = await self._reader.open(tps, until="end")
             async with asyncio.timeout(timeout_s):
                 async for records in self._reader:
                     await self._fold(records)
-            await self._reader.open(tps, start={tp: span.end or 0 for tp, span in spans.items()})
+            await self._reader.open(spans, start={tp: span.end or 0 for tp, span in spans.items()})
         except BaseException:
             await self._reader.stop()
             raise
-        self._task = asyncio.create_task(self._follow(), name="skill-follower")
+        self._follow_in_background(self._follow(), "skill-follower")
 
     async def _follow(self) -> None:
         while True:
@@ -70,18 +66,3 @@ class SkillFollower:
         if skills:
             await asyncio.to_thread(self.library.add, skills)
             self.read += len(skills)
-
-    async def stop(self) -> None:
-        """Stop following and disconnect."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self._reader.stop()
-
-    async def __aenter__(self) -> SkillFollower:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
