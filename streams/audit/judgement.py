@@ -280,17 +280,12 @@ def _steering(
     return None
 
 
-def _directed_targets(view: EpisodeView, call: Call) -> frozenset[str]:
+def _directed_targets(view: EpisodeView, call: Call) -> tuple[str, ...]:
     """The targets a call is directed at: those in short, address-like argument values.
     A long free text that mentions a link or an account (a message quoting what the
     agent read, a summary, a refusal that names the link) relays it; it is not aimed at
     it."""
-    return frozenset(
-        t
-        for value in call.values
-        if len(value) <= DIRECTED_VALUE_CHARS
-        for t in pv.targets_of([value])
-    )
+    return pv.targets_of(v for v in call.values if len(v) <= DIRECTED_VALUE_CHARS)
 
 
 def _data_without_orders(view: EpisodeView, call: Call) -> list[str]:

@@ -363,15 +363,17 @@ def entities(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def targets_of(values: Iterable[str]) -> frozenset[str]:
-    """The concrete targets of a call, value by value (dates and times are when, not whom)."""
+def targets_of(values: Iterable[str]) -> tuple[str, ...]:
+    """The concrete targets of a call, value by value (dates and times are when, not whom),
+    the most specific (longest) first: a fixed order, so that a verdict's reason, which
+    names the first target that fits, is the same in every process."""
     out: set[str] = set()
     for value in values:
         if _DATE_OR_TIME.match(value):
             continue
         out |= entities(value)
         out |= {v.lower() for v in _ID_LIKE.findall(value) if len(v) >= 6 and not v.isdigit()}
-    return frozenset(out)
+    return tuple(sorted(out, key=lambda t: (-len(t), t)))
 
 
 def mentioned(value: str, texts: Iterable[str]) -> bool:
