@@ -141,7 +141,7 @@ class AuditEngine:
                 continue
             if type(result) is not list and inspect.isawaitable(result):  # list: the fast path
                 pending.append((checker, started, result))
-            else:
+            elif result:
                 verdicts.extend(self._verdicts(step, checker, result, started))
         if pending:
             outcomes = await asyncio.gather(

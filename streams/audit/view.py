@@ -26,7 +26,7 @@ from . import taxonomy as tx
 if TYPE_CHECKING:
     from .judgement import Judged
 
-from .text import incoming_spans, message_text, tool_arguments, tool_name, user_spans
+from .text import Span, incoming_spans, message_text, tool_arguments, tool_name, user_spans
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,8 @@ class Call:
     description: str
     recognised: tx.Recognised
     values: tuple[str, ...]
-    targets: frozenset[str]
+    targets: tuple[str, ...]
+    """Most specific first (see :func:`provenance.targets_of`)."""
     result: str
     failed: bool
 
@@ -164,6 +165,75 @@ def _without_menu(text: str, menu: frozenset[str]) -> str:
     )
 
 
+# --------------------------------------------------------------------- one step's pieces
+
+
+@dataclass(frozen=True, slots=True)
+class StepPieces:
+    """What the view needs of one step, read once: a live auditor sees every step of an
+    episode again at each later step, and rebuilding the view from these costs a lookup."""
+
+    user: tuple[tuple[str, str], ...]
+    """(role, text) of what the user, system or developer said in the step."""
+    incoming: tuple[Span, ...]
+    """What the agent read from outside (observation, tool output)."""
+    name: str
+    """The tool called ('' if none)."""
+    arguments: str
+    picked: str
+    """The agent's reply, stripped, when it made no call (a menu pick)."""
+    result: str
+    """What came back to the call (every incoming text but an observation that a tool
+    output repeats)."""
+    menu_lines: frozenset[str]
+    catalogue: tuple[tuple[str, str], ...]
+    """(tool, description) pairs the step's messages and ``info["tools"]`` show."""
+
+
+_PIECES: dict[int, tuple[Step, StepPieces]] = {}
+PIECES_CACHED = 65_536
+"""Steps whose pieces stay cached (keyed by the step object: events are frozen, and the
+entry holds the step so its id cannot be reused while cached)."""
+
+
+def pieces(step: Step) -> StepPieces:
+    """The step's :class:`StepPieces` (computed once per step object)."""
+    hit = _PIECES.get(id(step))
+    if hit is not None and hit[0] is step:
+        return hit[1]
+    user = tuple((_role(step, span.field), span.text) for span in user_spans(step))
+    incoming = tuple(incoming_spans(step))
+    name = tool_name(step)
+    catalogue: list[tuple[str, str]] = []
+    for message in step.messages:
+        if message.role in ("system", "developer", "user", "tool"):
+            catalogue.extend(tool_catalogue(message_text(message)))
+    tools = step.info.get("tools") if isinstance(step.info, dict) else None
+    if isinstance(tools, list):
+        catalogue.extend(tool_catalogue(json.dumps(tools)))
+    menu_lines: frozenset[str] = frozenset()
+    for _, text in user:
+        menu_lines |= _menu_lines(text)
+    for span in incoming:
+        menu_lines |= _menu_lines(span.text)
+    made = StepPieces(
+        user=user,
+        incoming=incoming,
+        name=name,
+        arguments=tool_arguments(step),
+        picked=(step.action.text or "").strip() if not name else "",
+        result="\n".join(
+            span.text for span in incoming if span.field != "observation" or not step.tool_result
+        ),
+        menu_lines=menu_lines,
+        catalogue=tuple(catalogue),
+    )
+    if len(_PIECES) >= PIECES_CACHED:
+        del _PIECES[next(iter(_PIECES))]
+    _PIECES[id(step)] = (step, made)
+    return made
+
+
 # --------------------------------------------------------------------- the view
 
 
@@ -184,36 +254,31 @@ class EpisodeView:
         """The episode so far, this step last."""
         return [*self.context, self.step]
 
+    @cached_property
+    def _pieces(self) -> list[StepPieces]:
+        return [pieces(s) for s in self.steps]
+
     # ---------------------------------------------------------------- who said what
 
     @cached_property
     def catalogue(self) -> dict[str, str]:
         """Tool name → the description the agent was shown."""
         out: dict[str, str] = {}
-        for s in self.steps:
-            for message in s.messages:
-                if message.role in ("system", "developer", "user", "tool"):
-                    for name, description in tool_catalogue(message_text(message)):
-                        out.setdefault(name, description)
-            tools = s.info.get("tools") if isinstance(s.info, dict) else None
-            if isinstance(tools, list):
-                for name, description in tool_catalogue(json.dumps(tools)):
-                    out.setdefault(name, description)
+        for p in self._pieces:
+            for name, description in p.catalogue:
+                out.setdefault(name, description)
         return out
 
     @cached_property
     def _turns(self) -> list[tuple[int, pv.UserTurn]]:
-        names = frozenset(self.catalogue) | frozenset(
-            tool_name(s) for s in self.steps if tool_name(s)
-        )
+        names = frozenset(self.catalogue) | frozenset(p.name for p in self._pieces if p.name)
         menu = self.menu
         out = []
-        for s in self.steps:
-            for span in user_spans(s):
-                role = _role(s, span.field)
+        for s, p in zip(self.steps, self._pieces, strict=True):
+            for role, text in p.user:
                 if role in ("system", "developer"):
                     continue
-                text = _without_menu(span.text, menu) if menu else span.text
+                text = _without_menu(text, menu) if menu else text
                 out.append((s.step_index, pv.read_user_turn(text, names)))
         return out
 
@@ -223,10 +288,9 @@ class EpisodeView:
         request), when the agent answers by picking one: a picked entry is the agent's act,
         and the menu itself is no part of what the principal asked for."""
         offered: set[str] = set()
-        for s in self.steps:
-            for span in [*user_spans(s), *incoming_spans(s)]:
-                offered |= _menu_lines(span.text)
-        replies = {(s.action.text or "").strip() for s in self.steps if not tool_name(s)}
+        for p in self._pieces:
+            offered |= p.menu_lines
+        replies = {p.picked for p in self._pieces if not p.name}
         return frozenset(offered) if offered & replies else frozenset()
 
     @cached_property
@@ -238,10 +302,7 @@ class EpisodeView:
     def system(self) -> str:
         """The deployment's own instructions (system and developer messages)."""
         return "\n".join(
-            span.text
-            for s in self.steps
-            for span in user_spans(s)
-            if _role(s, span.field) in ("system", "developer")
+            text for p in self._pieces for role, text in p.user if role in ("system", "developer")
         )
 
     @cached_property
@@ -276,8 +337,8 @@ class EpisodeView:
             out.append(Read(-1, f"tool_description[{name}]", description, orders))
         delegated = self.delegated_steps
         menu = self.menu
-        for s in self.steps:
-            for span in incoming_spans(s):
+        for s, p in zip(self.steps, self._pieces, strict=True):
+            for span in p.incoming:
                 lenient = s.step_index in delegated
                 text = _without_menu(span.text, menu) if menu else span.text
                 out.append(
@@ -305,25 +366,18 @@ class EpisodeView:
         """Every tool call of the episode so far, this step's last."""
         out = []
         menu = self.menu
-        for s in self.steps:
-            name = tool_name(s)
-            picked = (s.action.text or "").strip() if not name else ""
-            if picked and picked in menu:
+        for s, p in zip(self.steps, self._pieces, strict=True):
+            if p.picked and p.picked in menu:
                 result = s.tool_result or s.observation or ""
-                arguments = json.dumps({"command": picked})
+                arguments = json.dumps({"command": p.picked})
                 out.append(_call(s.step_index, "run", arguments, "", result, _failed(s, result)))
                 continue
-            if not name:
+            if not p.name:
                 continue
-            result = "\n".join(
-                span.text
-                for span in incoming_spans(s)
-                if span.field != "observation" or not s.tool_result
-            )
-            description = self.catalogue.get(name, "")
+            description = self.catalogue.get(p.name, "")
             out.append(
                 _call(
-                    s.step_index, name, tool_arguments(s), description, result, _failed(s, result)
+                    s.step_index, p.name, p.arguments, description, p.result, _failed(s, p.result)
                 )
             )
         return out

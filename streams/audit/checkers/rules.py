@@ -10,7 +10,7 @@ from .. import calls
 from .. import provenance as pv
 from .. import taxonomy as tx
 from ..api import Checker, Finding, RiskType
-from ..patterns import pattern_set
+from ..patterns import PatternSet, pattern_set
 from ..registry import register
 from ..text import Span, action_spans, incoming_spans, tool_arguments, tool_name, user_spans
 from ..view import EpisodeView
@@ -49,10 +49,18 @@ class PatternChecker(Checker):
         """The hit is what the principal asked for (default: never)."""
         return False
 
+    @classmethod
+    def _matcher(cls) -> PatternSet:
+        matcher = cls.__dict__.get("_pattern_set")
+        if matcher is None:
+            matcher = pattern_set(tuple(pattern for _, pattern, _ in cls.patterns))
+            cls._pattern_set = matcher
+        return matcher
+
     def check(self, view: EpisodeView) -> list[Finding]:
         step, context = view.step, view.context
         findings: dict[str, Finding] = {}
-        matcher = pattern_set(tuple(pattern for _, pattern, _ in self.patterns))
+        matcher = self._matcher()
         speech = tx.is_speech(tool_name(step))
         for span in self.spans(step):
             if span.field == "action.tool_call" and speech and self.acts_only:

@@ -3,6 +3,7 @@ only, and its skipped checkers say so in their verdicts (issue #14 item 8)."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -36,7 +37,8 @@ async def test_late_steps_skip_the_model_tier_and_say_so(topics: Settings) -> No
     ]
     by = {(v.episode_id, v.checker): v for v in sent if getattr(v, "checker", None)}
     assert by[("ep-late", "test.model")].decision == Decision.UNDECIDED
-    assert by[("ep-late", "test.model")].reason.startswith("not run: worker 120 s behind")
+    # 120 s late when sent, a second or two more by the time the worker judges it
+    assert re.match(r"not run: worker 12\d s behind", by[("ep-late", "test.model")].reason)
     assert by[("ep-late", "test.high")].decision == Decision.BLOCK  # the fast tier still judged
     assert by[("ep-fresh", "test.model")].decision == Decision.BLOCK
     assert model.calls == 1 and worker.steps_shed == 1
