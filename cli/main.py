@@ -18,6 +18,7 @@ from . import data as _data
 from .demo import demo
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
+from .gateway import gateway
 from .model_server import model_server
 from .monitor import monitor
 from .replay import app as replay_app
@@ -55,6 +56,7 @@ app.command("export")(_data.export)
 app.command("monitor")(monitor)
 app.command("serve")(serve)
 app.command("model-server")(model_server)
+app.command("gateway")(gateway)
 
 console = Console()
 

@@ -105,7 +105,7 @@ class OpenAIChatPolicy(Policy):
         turn = ChatMessage(
             role="assistant", content=message.get("content"), tool_calls=calls[:1] or None
         )
-        token_ids, logprobs = _tokens(choice.get("logprobs"))
+        token_ids, logprobs = tokens_of(choice.get("logprobs"))
         info: dict[str, object] = {"finish_reason": choice.get("finish_reason")}
         served = version_of_fingerprint(reply.get("system_fingerprint"))
         if served is not None:  # the weights that wrote this reply (runner stamps the step)
@@ -170,7 +170,7 @@ class OpenAIChatPolicy(Policy):
         await self._client.aclose()
 
 
-def _tokens(logprobs: dict[str, Any] | None) -> tuple[list[int] | None, list[float] | None]:
+def tokens_of(logprobs: dict[str, Any] | None) -> tuple[list[int] | None, list[float] | None]:
     """Token ids and logprobs from a vLLM reply (tokens rendered as ``token_id:<n>``)."""
     entries = (logprobs or {}).get("content") or []
     ids, values = [], []

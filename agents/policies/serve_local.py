@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 
+from ...infra.http import openai_error, require_bearer
 from ...schemas import ChatMessage, ToolSchema
 from ...schemas.serving import MODELS_FIELD, REVISION_FILE, ServedRevision
 from ..env import TaskSpec
@@ -199,11 +199,7 @@ class ModelServer:
             title="safactory model server", docs_url=None, redoc_url=None, lifespan=lifespan
         )
 
-        @app.middleware("http")
-        async def _auth(request: Request, call_next: Any) -> Any:
-            if token and request.headers.get("authorization") != f"Bearer {token}":
-                return _error(401, "missing or wrong bearer token")
-            return await call_next(request)
+        require_bearer(app, token)
 
         @app.get("/health")
         async def _health() -> dict[str, Any]:
@@ -218,25 +214,25 @@ class ModelServer:
             try:
                 body = await request.json()
             except json.JSONDecodeError as exc:
-                return _error(400, f"body is not JSON ({exc})")
+                return openai_error(400, f"body is not JSON ({exc})")
             if not isinstance(body, dict):
-                return _error(400, "body must be a JSON object")
+                return openai_error(400, "body must be a JSON object")
             try:
                 return await self.complete(body)
             except ReloadFailed as exc:
-                return _error(503, str(exc))
+                return openai_error(503, str(exc))
             except ValueError as exc:  # a message or tool that is not OpenAI chat format
-                return _error(400, str(exc)[:500])
+                return openai_error(400, str(exc)[:500])
 
         @app.post("/collective_rpc")
         async def _rpc(request: Request) -> Any:
             body = await request.json()
             if not isinstance(body, dict) or body.get("method") != "reload_weights":
-                return _error(400, "only {'method': 'reload_weights'} is supported")
+                return openai_error(400, "only {'method': 'reload_weights'} is supported")
             try:
                 revision = await self.reload()
             except ReloadFailed as exc:
-                return _error(500, str(exc))
+                return openai_error(500, str(exc))
             return {"results": [revision.model_dump()]}
 
         @app.post("/v1/admin/fail_reloads")
@@ -244,13 +240,8 @@ class ModelServer:
             body = await request.json()
             count = body.get("count") if isinstance(body, dict) else None
             if not isinstance(count, int) or count < 0:
-                return _error(400, "send {'count': <reloads to refuse, >= 0>}")
+                return openai_error(400, "send {'count': <reloads to refuse, >= 0>}")
             self.refuse_next = count
             return {"refuse_next": count}
 
         return app
-
-
-def _error(status: int, message: str) -> JSONResponse:
-    """An OpenAI-style error body."""
-    return JSONResponse({"error": {"message": message, "code": status}}, status_code=status)

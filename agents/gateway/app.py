@@ -1,0 +1,506 @@
+"""``safactory gateway``: an OpenAI-compatible endpoint in front of a model server.
+
+Agents built elsewhere point their OpenAI client at the gateway (``base_url``) and change
+nothing else. For each ``POST /v1/chat/completions`` the gateway
+
+1. finds the call's episode (:mod:`.conversations`) and obeys ``sf.control`` for it (a
+   halted episode gets a refusal; a paused one waits for a person, as our runner does);
+2. forwards the chat to ``--upstream`` (never streamed: a tool call is judged whole before
+   the client sees any of it), asking for token ids and logprobs with ``record_tokens``;
+3. runs the fast audit tier on every returned tool call with the episode before it: a
+   blocked call is replaced by a refusal the client's loop reads as the assistant's reply
+   (``finish_reason: stop``), the step keeps the attempted call with ``blocked``, and the
+   guard's verdicts and alerts are published;
+4. publishes the steps (and the episode's start) with the header contract, waiting for the
+   broker's ack, then answers: JSON, or server-sent events when the client asked to stream.
+
+The version a step carries is ``--policy-version`` when given, else the one the upstream's
+``system_fingerprint`` names (our model server; vLLM and hosted APIs name none: 0). An
+episode ends by ``POST /v1/sf/episodes/{id}/end`` (outcome and reward) or after
+``idle_s`` without a call (outcome ``abandoned``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from ...infra import metrics
+from ...infra.config import Settings
+from ...infra.http import openai_error, require_bearer
+from ...infra.producer import EventProducer
+from ...schemas import (
+    Control,
+    Decision,
+    EpisodeEnded,
+    EpisodeStarted,
+    Event,
+    Outcome,
+    Step,
+    Verdict,
+)
+from ...schemas.serving import version_of_fingerprint
+from ...streams.audit.engine import SUMMARY_CHECKER
+from ...streams.audit.guard import AuditGuard
+from ...streams.audit.processor import alert_of
+from ..control import ControlFollower, ControlSource, obey
+from ..policies.openai_chat import tokens_of
+from .conversations import (
+    ENV_HEADER,
+    EPISODE_HEADER,
+    TASK_HEADER,
+    Conversation,
+    Conversations,
+    chat_messages,
+    steps_of,
+)
+
+log = logging.getLogger(__name__)
+OVERHEAD_HEADER = "x-sf-gateway-ms"
+"""Response header: milliseconds the gateway itself spent on the call (all but the
+upstream's time): finding the episode, judging, publishing with the broker's ack."""
+GATEWAY_POLICY = "gateway"
+"""``policy_name`` of gateway episodes when the request names no model."""
+
+
+class GatewayStats(metrics.Tally):
+    """What the gateway did (a view over the metrics registry)."""
+
+    calls = metrics.Count("sf_gateway_calls", "chat completions answered")
+    blocked = metrics.Count("sf_gateway_blocked", "replies refused by the guard or control")
+    upstream_errors = metrics.Count("sf_gateway_upstream_errors", "upstream calls that failed")
+
+
+@dataclass
+class Answered:
+    """One call's outcome: the completion the client gets, and its timings."""
+
+    completion: dict[str, Any]
+    episode_id: str
+    blocked: bool
+    upstream_ms: float
+    total_ms: float
+    status: int = 200
+    steps: list[Step] = field(default_factory=list)
+
+
+def refusal(reason: str) -> str:
+    """The assistant reply that replaces a refused one (the client's loop reads it)."""
+    return (
+        f"[safactory gateway] The action was blocked: {reason}. It was not run. Do not "
+        "retry it; do the task another way, or stop and tell the user why."
+    )
+
+
+class Gateway:
+    """The forwarding, judging and publishing behind the HTTP face (:meth:`app`)."""
+
+    def __init__(
+        self,
+        upstream: str,
+        settings: Settings,
+        *,
+        guard: AuditGuard | None = None,
+        control: ControlSource | bool = True,
+        policy_version: int | None = None,
+        record_tokens: bool = False,
+        upstream_key: str | None = None,
+        idle_s: float = 600.0,
+        approval_timeout_s: float = 300.0,
+        timeout_s: float = 120.0,
+    ) -> None:
+        self.upstream = upstream.rstrip("/")
+        if not self.upstream.endswith("/v1"):
+            self.upstream += "/v1"
+        self.settings = settings
+        self.guard = guard if guard is not None else AuditGuard()
+        self._follow_control = control is True
+        self.control: ControlSource | None = control if not isinstance(control, bool) else None
+        self.policy_version = policy_version
+        self.record_tokens = record_tokens
+        self.upstream_key = upstream_key
+        self.idle_s = idle_s
+        self.approval_timeout_s = approval_timeout_s
+        self.conversations = Conversations()
+        self.stats = GatewayStats()
+        self._timeout_s = timeout_s
+        self._client: httpx.AsyncClient | None = None
+        self._producer: EventProducer | None = None
+        self._handled: dict[str, set[str]] = {}
+        self._expiry: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Connect to the broker and the upstream; start ending idle episodes."""
+        self._producer = EventProducer(self.settings)
+        await self._producer.start()
+        self._client = httpx.AsyncClient(
+            timeout=self._timeout_s, limits=httpx.Limits(max_keepalive_connections=64)
+        )
+        if self._follow_control:  # created here: its reader needs the running loop
+            follower = ControlFollower(self.settings)
+            await follower.start()
+            self.control = follower
+        self._expiry = asyncio.create_task(self._expire(), name="gateway-expiry")
+
+    async def stop(self) -> None:
+        """End every open episode (``abandoned``), flush, disconnect."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._expiry
+        for conversation in self.conversations.all():
+            await self.end(conversation.episode_id, Outcome.ABANDONED)
+        if isinstance(self.control, ControlFollower):
+            await self.control.stop()
+        if self._client is not None:
+            await self._client.aclose()
+        if self._producer is not None:
+            await self._producer.stop()
+
+    async def _expire(self) -> None:
+        while True:
+            await asyncio.sleep(min(5.0, max(0.05, self.idle_s / 4)))
+            for conversation in self.conversations.idle(self.idle_s):
+                await self.end(conversation.episode_id, Outcome.ABANDONED)
+
+    # ------------------------------------------------------------------ one call
+
+    async def complete(self, body: dict[str, Any], headers: dict[str, str]) -> Answered:
+        """Answer one chat completion (see the module docstring)."""
+        started = time.perf_counter()
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise ValueError("messages must be a list of OpenAI chat messages")
+        chat_messages(messages)  # refuse a malformed conversation before forwarding it
+        call = self.conversations.resolve(
+            messages,
+            episode_id=headers.get(EPISODE_HEADER),
+            env=headers.get(ENV_HEADER),
+            task_id=headers.get(TASK_HEADER),
+        )
+        conversation = call.conversation
+        handled = self._handled.setdefault(conversation.episode_id, set())
+        if self.control is not None:
+            obeyed = await obey(
+                self.control, conversation.episode_id, handled, self.approval_timeout_s
+            )
+            if obeyed.do == "halt":
+                return await self._halted(conversation, obeyed.control, body, started)
+        upstream_started = time.perf_counter()
+        reply = await self._forward(body, headers)
+        upstream_ms = (time.perf_counter() - upstream_started) * 1000
+        if "choices" not in reply:  # an upstream error, passed through as it came
+            self.stats.count("upstream_errors")
+            return Answered(
+                reply, conversation.episode_id, False, upstream_ms, 0.0, reply.pop("_status")
+            )
+        choice = reply["choices"][0]
+        message = dict(choice.get("message") or {})
+        version = self._version(reply, conversation)
+        token_ids, logprobs = tokens_of(choice.get("logprobs"))
+        steps = steps_of(
+            call,
+            message,
+            body.get("tools"),
+            version,
+            token_ids=token_ids,
+            logprobs=logprobs,
+            info={"finish_reason": choice.get("finish_reason"), "model": reply.get("model")},
+        )
+        conversation.tools = body.get("tools") or conversation.tools
+        steps, published, reason = await self._judge(conversation, steps, handled)
+        if reason is not None:
+            message = {"role": "assistant", "content": refusal(reason)}
+            choice = {**choice, "message": message, "finish_reason": "stop"}
+            self.stats.count("blocked")
+        if not (body.get("logprobs") or not self.record_tokens):
+            choice.pop("logprobs", None)
+        reply["choices"] = [choice, *reply["choices"][1:]]
+        events: list[Event] = []
+        if call.started:
+            events.append(self._started(conversation, body, messages, version))
+        events += [*steps, *published]
+        await self._publish(events)
+        conversation.steps.extend(steps)
+        if conversation.policy_version is None or version < conversation.policy_version:
+            conversation.policy_version = version
+        self.conversations.answered(conversation, messages, message)
+        self.stats.count("calls")
+        total_ms = (time.perf_counter() - started) * 1000
+        return Answered(
+            reply, conversation.episode_id, reason is not None, upstream_ms, total_ms, 200, steps
+        )
+
+    async def end(
+        self, episode_id: str, outcome: Outcome, reward: float = 0.0, halted_by: list[str] = ()
+    ) -> bool:
+        """End an open episode (publish its end); False if it is not open."""
+        conversation = self.conversations.close(episode_id)
+        self._handled.pop(episode_id, None)
+        if conversation is None:
+            return False
+        if conversation.started:
+            await self._publish(
+                [
+                    EpisodeEnded(
+                        episode_id=episode_id,
+                        task_id=conversation.task_id,
+                        env=conversation.env,
+                        outcome=outcome,
+                        task_reward=reward,
+                        num_steps=len(conversation.steps),
+                        policy_version=conversation.policy_version,
+                        halted_by=list(halted_by),
+                    )
+                ]
+            )
+        return True
+
+    # ------------------------------------------------------------------ the parts
+
+    async def _forward(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        assert self._client is not None, "Gateway.start() first"
+        upstream_body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        if self.record_tokens:
+            upstream_body["logprobs"] = True
+            upstream_body["return_tokens_as_token_ids"] = True
+        auth = (
+            {"Authorization": f"Bearer {self.upstream_key}"}
+            if self.upstream_key
+            else {"Authorization": headers["authorization"]}
+            if "authorization" in headers
+            else {}
+        )
+        url = f"{self.upstream}/chat/completions"
+        try:
+            response = await self._client.post(url, json=upstream_body, headers=auth)
+            reply = response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            return {"error": {"message": f"upstream {url}: {exc!r}", "code": 502}, "_status": 502}
+        if response.status_code != 200 or not isinstance(reply, dict) or not reply.get("choices"):
+            error = reply.get("error") if isinstance(reply, dict) else None
+            return {
+                "error": error or {"message": f"upstream {url}: HTTP {response.status_code}"},
+                "_status": response.status_code if response.status_code != 200 else 502,
+            }
+        return reply
+
+    def _version(self, reply: dict[str, Any], conversation: Conversation) -> int:
+        if self.policy_version is not None:
+            return self.policy_version
+        served = version_of_fingerprint(reply.get("system_fingerprint"))
+        return served if served is not None else 0
+
+    async def _judge(
+        self, conversation: Conversation, steps: list[Step], handled: set[str]
+    ) -> tuple[list[Step], list[Verdict], str | None]:
+        """Guard every tool call (and obey a ``block_action``): the steps as published, the
+        guard's verdicts and alerts, and why the reply is refused (None: it is not)."""
+        judged: list[Step] = []
+        published: list[Verdict] = []
+        reason: str | None = None
+        alert_rank = self.guard.engine.policy.alert_at.rank
+        if self.control is not None and any(s.action.tool_call for s in steps):
+            obeyed = await obey(
+                self.control, conversation.episode_id, handled, self.approval_timeout_s
+            )
+            if obeyed.do in ("block", "halt") and obeyed.control is not None:
+                reason = f"control decision {obeyed.control.command}: {obeyed.control.reason}"
+        for step in steps:
+            if step.action.tool_call is not None and reason is None:
+                decision = await self.guard.check(step, [*conversation.steps, *judged])
+                published += decision.verdicts
+                published += [
+                    alert_of(v)
+                    for v in decision.verdicts
+                    if v.decision == Decision.BLOCK
+                    and v.severity.rank >= alert_rank
+                    and v.checker != SUMMARY_CHECKER  # alerts republish findings, as the worker's
+                ]
+                if not decision.allow:
+                    reason = decision.reason or "judged unsafe"
+            if reason is not None and step.action.tool_call is not None:
+                step = step.model_copy(update={"blocked": True, "block_reason": reason[:2000]})
+            judged.append(step)
+        return judged, published, reason
+
+    def _started(
+        self,
+        conversation: Conversation,
+        body: dict[str, Any],
+        messages: list[dict[str, Any]],
+        version: int,
+    ) -> EpisodeStarted:
+        conversation.started = True
+        return EpisodeStarted(
+            episode_id=conversation.episode_id,
+            task_id=conversation.task_id,
+            env=conversation.env,
+            policy_name=str(body.get("model") or GATEWAY_POLICY)[:128],
+            policy_version=version,
+            prompt=chat_messages(messages),
+        )
+
+    async def _halted(
+        self,
+        conversation: Conversation,
+        control: Control | None,
+        body: dict[str, Any],
+        started: float,
+    ) -> Answered:
+        why = f"the episode was halted ({control.reason if control else 'control'})"
+        message = {"role": "assistant", "content": refusal(why)}
+        completion = _completion(str(body.get("model") or GATEWAY_POLICY), message, "stop")
+        episode = conversation.episode_id
+        await self.end(episode, Outcome.HALTED, halted_by=control.verdict_ids if control else [])
+        self.stats.count("blocked")
+        return Answered(completion, episode, True, 0.0, (time.perf_counter() - started) * 1000)
+
+    async def _publish(self, events: list[Event]) -> None:
+        assert self._producer is not None, "Gateway.start() first"
+        await self._producer.publish_many(events)
+
+    # ------------------------------------------------------------------ HTTP
+
+    def app(self, token: str | None = None) -> FastAPI:
+        """The HTTP application (with ``token``, requests must carry it as a bearer; the
+        upstream then gets ``upstream_key`` or nothing)."""
+
+        @contextlib.asynccontextmanager
+        async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+            await self.start()
+            try:
+                yield
+            finally:
+                await self.stop()
+
+        app = FastAPI(title="safactory gateway", docs_url=None, redoc_url=None, lifespan=lifespan)
+
+        require_bearer(app, token)
+
+        @app.get("/health")
+        async def _health() -> dict[str, Any]:
+            return {"upstream": self.upstream, "open_episodes": len(self.conversations)}
+
+        @app.get("/v1/models")
+        async def _models() -> Any:
+            assert self._client is not None
+            try:
+                response = await self._client.get(f"{self.upstream}/models")
+                return JSONResponse(response.json(), status_code=response.status_code)
+            except (httpx.HTTPError, ValueError) as exc:
+                return openai_error(502, f"upstream {self.upstream}/models: {exc!r}")
+
+        @app.post("/v1/chat/completions")
+        async def _chat(request: Request) -> Any:
+            try:
+                body = await request.json()
+            except json.JSONDecodeError as exc:
+                return openai_error(400, f"body is not JSON ({exc})")
+            if not isinstance(body, dict):
+                return openai_error(400, "body must be a JSON object")
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            if token:
+                headers.pop("authorization", None)  # the gateway's own token stays here
+            try:
+                answered = await self.complete(body, headers)
+            except ValueError as exc:
+                return openai_error(400, str(exc)[:500])
+            reply_headers = {
+                EPISODE_HEADER: answered.episode_id,
+                OVERHEAD_HEADER: f"{max(0.0, answered.total_ms - answered.upstream_ms):.3f}",
+            }
+            if answered.status != 200:
+                return JSONResponse(
+                    answered.completion, status_code=answered.status, headers=reply_headers
+                )
+            if body.get("stream"):
+                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                return StreamingResponse(
+                    _sse(answered.completion, include_usage),
+                    media_type="text/event-stream",
+                    headers=reply_headers,
+                )
+            return JSONResponse(answered.completion, headers=reply_headers)
+
+        @app.post("/v1/sf/episodes/{episode_id}/end")
+        async def _end(episode_id: str, request: Request) -> Any:
+            raw = await request.body()
+            try:
+                data = json.loads(raw) if raw else {}
+                outcome = Outcome(data.get("outcome", "success"))
+                reward = float(data.get("reward", 0.0))
+            except (ValueError, TypeError, AttributeError) as exc:
+                return openai_error(
+                    400,
+                    f"send {{'outcome': one of {[o.value for o in Outcome]}, 'reward': "
+                    f"<number>}} ({exc})",
+                )
+            if not await self.end(episode_id, outcome, reward):
+                return openai_error(404, f"no open episode {episode_id!r}")
+            return Response(status_code=204)
+
+        return app
+
+
+def _completion(model: str, message: dict[str, Any], finish: str) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+
+
+async def _sse(completion: dict[str, Any], include_usage: bool) -> AsyncIterator[bytes]:
+    """A whole completion as OpenAI's stream of ``chat.completion.chunk`` events."""
+    base = {
+        "id": completion.get("id"),
+        "object": "chat.completion.chunk",
+        "created": completion.get("created", int(time.time())),
+        "model": completion.get("model"),
+        "system_fingerprint": completion.get("system_fingerprint"),
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, **extra}
+        return f"data: {json.dumps({**base, 'choices': [choice]})}\n\n".encode()
+
+    choice = completion["choices"][0]
+    message = choice.get("message") or {}
+    yield chunk({"role": "assistant", "content": ""})
+    if message.get("content"):
+        yield chunk({"content": message["content"]})
+    for i, call in enumerate(message.get("tool_calls") or []):
+        yield chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": i,
+                        "id": call.get("id"),
+                        "type": "function",
+                        "function": call.get("function"),
+                    }
+                ]
+            }
+        )
+    yield chunk({}, choice.get("finish_reason") or "stop")
+    if include_usage:
+        usage = {**base, "choices": [], "usage": completion.get("usage")}
+        yield f"data: {json.dumps(usage)}\n\n".encode()
+    yield b"data: [DONE]\n\n"

@@ -1,0 +1,272 @@
+"""Chat-completion calls as episodes: which conversation a call continues, and its step.
+
+An agent built elsewhere sends the whole conversation at every call. A call continues an
+episode when it names it (the ``x-sf-episode`` header) or, without a header, when its
+messages begin with everything the episode's last call sent and got back (the transcript,
+compared by digest); otherwise it starts a new episode. Each call becomes one step per
+returned tool call (one step when the reply is text): the step's ``messages`` are the
+turns the client added since the last call (the task at first, then tool results), its
+action is the reply, so the auditor reads tool outputs where it reads them from our own
+runner (role ``tool`` messages) and judges each call with the episode before it.
+
+Nothing here does I/O: :mod:`.app` forwards, guards and publishes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...schemas import Action, ChatMessage, FunctionCall, Step, ToolCall, ToolSchema
+
+EPISODE_HEADER = "x-sf-episode"
+"""Request header naming the episode a call belongs to (the gateway returns it too)."""
+ENV_HEADER = "x-sf-env"
+TASK_HEADER = "x-sf-task"
+DEFAULT_ENV = "gateway"
+
+
+def _canonical(message: dict[str, Any]) -> bytes:
+    """A message reduced to what makes it the same turn when a client sends it back
+    (clients drop ``null`` fields, add ``type: function``, or send content as parts)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "\n".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+        )
+    calls = [
+        (
+            c.get("id"),
+            (c.get("function") or {}).get("name"),
+            (c.get("function") or {}).get("arguments"),
+        )
+        for c in message.get("tool_calls") or []
+        if isinstance(c, dict)
+    ]
+    turn = [message.get("role"), content or "", calls, message.get("tool_call_id")]
+    return json.dumps(turn, sort_keys=True, ensure_ascii=False).encode()
+
+
+def prefix_digests(messages: list[dict[str, Any]]) -> list[str]:
+    """The digest of every prefix of ``messages``: ``[i]`` covers ``messages[: i + 1]``."""
+    running = hashlib.sha256()
+    out = []
+    for message in messages:
+        running.update(_canonical(message))
+        running.update(b"\x00")
+        out.append(running.copy().hexdigest())
+    return out
+
+
+@dataclass
+class Conversation:
+    """One episode seen through the gateway."""
+
+    episode_id: str
+    env: str
+    task_id: str
+    steps: list[Step] = field(default_factory=list)
+    """Steps published so far (the audit context of the next call)."""
+    sent: int = 0
+    """Messages of the transcript so far (what the client sent plus the replies)."""
+    digest: str | None = None
+    """Digest of the transcript so far."""
+    tools: list[dict[str, Any]] | None = None
+    """The tools offered at the last call (a step records them when they change)."""
+    last_active: float = field(default_factory=time.monotonic)
+    started: bool = False
+    policy_version: int | None = None
+    """Oldest version that wrote a reply in this episode."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One chat completion as the gateway resolved it."""
+
+    conversation: Conversation
+    new_messages: list[dict[str, Any]]
+    """The turns the client added since the episode's last call."""
+    started: bool
+    """The call starts its episode."""
+
+
+class Conversations:
+    """Open episodes, found by header or by transcript; the least recently used go first
+    once ``capacity`` are open."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self.capacity = capacity
+        self._open: OrderedDict[str, Conversation] = OrderedDict()
+        self._by_digest: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def all(self) -> list[Conversation]:
+        """Every open episode, least recently active first."""
+        return list(self._open.values())
+
+    def get(self, episode_id: str) -> Conversation | None:
+        """The open episode ``episode_id``, if any."""
+        return self._open.get(episode_id)
+
+    def resolve(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        episode_id: str | None = None,
+        env: str | None = None,
+        task_id: str | None = None,
+    ) -> Call:
+        """The episode this call continues (or a new one), and its new turns."""
+        digests = prefix_digests(messages)
+        conversation = self._open.get(episode_id) if episode_id else None
+        if conversation is None and not episode_id:
+            for i in range(len(digests) - 1, -1, -1):
+                found = self._by_digest.get(digests[i])
+                if found is not None and found in self._open:
+                    conversation = self._open[found]
+                    break
+        started = conversation is None
+        if conversation is None:
+            episode = episode_id or f"gw-{uuid.uuid4().hex[:20]}"
+            conversation = Conversation(
+                episode, env or DEFAULT_ENV, task_id or f"{env or DEFAULT_ENV}-chat"
+            )
+            self._open[episode] = conversation
+            self._bound()
+        new_start = conversation.sent
+        if conversation.digest is not None and (
+            new_start > len(digests) or digests[new_start - 1] != conversation.digest
+        ):
+            new_start = 0  # the client rewrote the history: all of it is this call's input
+        self._open.move_to_end(conversation.episode_id)
+        conversation.last_active = time.monotonic()
+        return Call(conversation, messages[new_start:], started)
+
+    def answered(
+        self, conversation: Conversation, messages: list[dict[str, Any]], reply: dict[str, Any]
+    ) -> None:
+        """Record what the client sent and got back, so its next call is recognised."""
+        transcript = [*messages, reply]
+        if conversation.digest is not None:
+            self._by_digest.pop(conversation.digest, None)
+        conversation.digest = prefix_digests(transcript)[-1]
+        conversation.sent = len(transcript)
+        self._by_digest[conversation.digest] = conversation.episode_id
+
+    def close(self, episode_id: str) -> Conversation | None:
+        """Forget an episode (it ended); returns it."""
+        conversation = self._open.pop(episode_id, None)
+        if conversation is not None and conversation.digest is not None:
+            self._by_digest.pop(conversation.digest, None)
+        return conversation
+
+    def idle(self, idle_s: float, now: float | None = None) -> list[Conversation]:
+        """Open episodes with no call for ``idle_s`` seconds."""
+        now = time.monotonic() if now is None else now
+        return [c for c in self._open.values() if now - c.last_active >= idle_s]
+
+    def _bound(self) -> list[Conversation]:
+        gone = []
+        while len(self._open) > self.capacity:
+            episode, _ = next(iter(self._open.items()))
+            closed = self.close(episode)
+            if closed is not None:
+                gone.append(closed)
+        return gone
+
+
+def chat_messages(messages: list[dict[str, Any]]) -> list[ChatMessage]:
+    """OpenAI chat messages as the step schema's turns (:class:`ValueError` naming the
+    message that is not OpenAI chat format)."""
+    out = []
+    for i, message in enumerate(messages):
+        try:
+            out.append(ChatMessage.model_validate(_chat_fields(message)))
+        except ValueError as exc:
+            raise ValueError(f"messages[{i}] is not an OpenAI chat message: {exc}") from None
+    return out
+
+
+def _chat_fields(message: dict[str, Any]) -> dict[str, Any]:
+    known = {k: v for k, v in message.items() if k in ChatMessage.model_fields}
+    if known.get("tool_calls"):
+        known["tool_calls"] = [
+            {
+                "id": c.get("id") or "call",
+                "function": {
+                    "name": (c.get("function") or {}).get("name", ""),
+                    "arguments": (c.get("function") or {}).get("arguments") or "{}",
+                },
+            }
+            for c in known["tool_calls"]
+            if isinstance(c, dict)
+        ]
+    return known
+
+
+def tool_calls_of(reply: dict[str, Any]) -> list[ToolCall]:
+    """The tool calls of an assistant reply (:class:`ValueError` if malformed)."""
+    out = []
+    for i, call in enumerate(reply.get("tool_calls") or []):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise ValueError(f"reply tool_calls[{i}] has no function name")
+        out.append(
+            ToolCall(
+                id=call.get("id") or f"call_{i}",
+                function=FunctionCall(
+                    name=function["name"], arguments=function.get("arguments") or "{}"
+                ),
+            )
+        )
+    return out
+
+
+def steps_of(
+    call: Call,
+    reply: dict[str, Any],
+    tools: list[dict[str, Any]] | None,
+    policy_version: int,
+    *,
+    token_ids: list[int] | None = None,
+    logprobs: list[float] | None = None,
+    trace_id: str | None = None,
+    info: dict[str, Any] | None = None,
+) -> list[Step]:
+    """The steps one answered call adds to its episode: one per tool call in ``reply``
+    (the first carries the new turns and the tokens), or one for a text reply."""
+    conversation = call.conversation
+    calls = tool_calls_of(reply)
+    extra: dict[str, Any] = dict(info or {})
+    if tools and tools != conversation.tools:
+        extra["tools"] = [ToolSchema.model_validate(t).model_dump() for t in tools]
+    text = reply.get("content") if isinstance(reply.get("content"), str) else None
+    actions = [Action(text=text if i == 0 else None, tool_call=c) for i, c in enumerate(calls)] or [
+        Action(text=text or "")
+    ]
+    first = len(conversation.steps)
+    steps = []
+    for i, action in enumerate(actions):
+        steps.append(
+            Step(
+                episode_id=conversation.episode_id,
+                step_index=first + i,
+                env=conversation.env,
+                task_id=conversation.task_id,
+                policy_version=policy_version,
+                action=action,
+                messages=chat_messages(call.new_messages) if i == 0 else [],
+                token_ids=token_ids if i == 0 else None,
+                logprobs=logprobs if i == 0 else None,
+                info=extra if i == 0 else {},
+                trace_id=trace_id,
+            )
+        )
+    return steps

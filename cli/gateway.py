@@ -1,0 +1,96 @@
+"""``safactory gateway``: the OpenAI-compatible entry for agents built elsewhere.
+
+Only wiring: the gateway itself is :mod:`safactory.agents.gateway`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+
+from .errors import fail as _fail
+from .errors import get_settings
+from .serve import check_exposure, listen_socket
+
+
+def gateway(
+    upstream: Annotated[
+        str,
+        typer.Option(
+            envvar="SF_GATEWAY_UPSTREAM",
+            help="the model server's OpenAI base URL (vLLM, `safactory model-server`, a hosted "
+            "API), e.g. http://127.0.0.1:8000/v1",
+        ),
+    ],
+    host: Annotated[str, typer.Option(help="address to bind; not loopback needs --token")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(min=0, max=65535, help="port (0: a free one)")] = 8400,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SF_GATEWAY_TOKEN",
+            show_default=False,
+            help="clients must send it as their API key (Authorization: Bearer)",
+        ),
+    ] = None,
+    upstream_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SF_UPSTREAM_API_KEY",
+            show_default=False,
+            help="API key for the upstream (default: the client's own, unless --token)",
+        ),
+    ] = None,
+    policy_version: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="version stamped on steps (default: the one the upstream's "
+            "system_fingerprint names, else 0)",
+        ),
+    ] = None,
+    record_tokens: Annotated[
+        bool,
+        typer.Option(
+            help="ask the upstream for token ids and logprobs (vLLM, `safactory model-server`; "
+            "hosted APIs refuse return_tokens_as_token_ids)"
+        ),
+    ] = False,
+    control: Annotated[bool, typer.Option(help="obey halt / pause / block on sf.control")] = True,
+    idle_s: Annotated[
+        float, typer.Option(min=1.0, help="an episode with no call for this long ends")
+    ] = 600.0,
+    log_level: Annotated[str, typer.Option(envvar="SF_LOG_LEVEL")] = "warning",
+) -> None:
+    """Serve http://HOST:PORT/v1/chat/completions in front of UPSTREAM: every call becomes
+    steps on the log, each tool call is audited (fast tier) before the client sees it, and
+    a blocked one comes back as a refusal. Send x-sf-episode to name the episode (else one
+    is assigned and returned in that header); end it with POST /v1/sf/episodes/{id}/end."""
+    import uvicorn
+
+    from ..agents.gateway.app import Gateway
+
+    if not upstream.startswith(("http://", "https://")):
+        raise _fail(f"--upstream {upstream!r}: give an http(s) URL, e.g. http://127.0.0.1:8000/v1")
+    check_exposure(host, token)
+    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    settings = get_settings()
+    sock = listen_socket(host, port)
+    service = Gateway(
+        upstream,
+        settings,
+        control=control,
+        policy_version=policy_version,
+        record_tokens=record_tokens,
+        upstream_key=upstream_key,
+        idle_s=idle_s,
+    )
+    shown = f"[{host}]" if ":" in host else host
+    typer.echo(f"gateway on http://{shown}:{sock.getsockname()[1]}/v1 -> {service.upstream}")
+    config = uvicorn.Config(
+        service.app(token), log_level="warning", access_log=False, timeout_graceful_shutdown=5
+    )
+    uvicorn.Server(config).run(sockets=[sock])
