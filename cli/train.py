@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -71,13 +73,27 @@ def train(
         float | None, typer.Option(help="stop after this many seconds without new trajectories")
     ] = None,
     live: Annotated[bool, typer.Option("--live/--no-live", help="live metrics table")] = True,
+    nproc: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="ranks on this machine: runs itself under torchrun (gloo on cpu, NCCL on cuda); "
+            "rank 0 consumes, checkpoints and announces, every rank computes its share",
+        ),
+    ] = 1,
+    max_restarts: Annotated[
+        int, typer.Option(min=0, help="with --nproc > 1: times torchrun restarts a failed group")
+    ] = 3,
 ) -> None:
     """Consume sf.trajectories under the staleness rule, update the policy, publish versions.
 
     Resumes from the checkpoint in --checkpoint-dir if there is one. Ctrl-C finishes the
     update in hand, checkpoints and exits.
     """
+    if nproc > 1 and "LOCAL_RANK" not in os.environ:
+        _exec_torchrun(nproc, max_restarts)
     from ..infra.models import ModelError
+    from ..trainer import distributed
     from ..trainer.distill import LocalTeacher
     from ..trainer.learner import Learner
     from ..trainer.model import load_policy_model, resolve_placement
@@ -101,6 +117,8 @@ def train(
         if any(v is not None for v in distill.values()):
             merged = cfg.distill.model_dump() | {k: v for k, v in distill.items() if v is not None}
             cfg = TrainerConfig.model_validate(cfg.model_dump() | {"distill": merged})
+        ranks = distributed.Ranks.from_env()
+        distributed.init(ranks, cfg.device)
         placement = resolve_placement(cfg)
     except (ConfigError, RuntimeError, ValueError) as exc:
         err.print(f"[red]error:[/red] {exc}")
@@ -122,8 +140,48 @@ def train(
     except OSError as exc:
         err.print(f"[red]error:[/red] distill.teacher={cfg.distill.teacher}: cannot load ({exc})")
         raise typer.Exit(code=2) from None
-    learner = Learner(model, tokenizer, cfg, placement, teacher=teacher_model)
-    aio.run(_run(cfg, learner, max_updates, idle_exit, live))
+    learner = Learner(model, tokenizer, cfg, placement, teacher=teacher_model, ranks=ranks)
+    if ranks.rank != 0:  # a following rank: no Kafka, no checkpoint, no display
+        distributed.follow(learner)
+        return
+    if not ranks.distributed:
+        aio.run(_run(cfg, learner, max_updates, idle_exit, live))
+        return
+    leader = distributed.RankZeroLearner(learner)
+    try:
+        aio.run(_run(cfg, leader, max_updates, idle_exit, live))
+    finally:
+        leader.close()
+
+
+def _exec_torchrun(nproc: int, max_restarts: int) -> None:
+    """Replace this process by ``torchrun`` running this same command on ``nproc`` ranks."""
+    argv = sys.argv[1:]
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--nproc", "--max-restarts"):
+            skip = True
+            continue
+        if arg.startswith(("--nproc=", "--max-restarts=")):
+            continue
+        kept.append(arg)
+    os.execv(
+        sys.executable,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={nproc}",
+            f"--max-restarts={max_restarts}",
+            "-m",
+            "safactory.cli.main",
+            *kept,
+        ],
+    )
 
 
 async def _run(

@@ -13,6 +13,7 @@ from ..schemas import Trajectory
 from .advantages import group_relative_advantages
 from .config import TrainerConfig
 from .distill import Teacher
+from .distributed import Ranks, all_reduce_gradients, all_reduce_sums
 from .losses import distill_advantages, policy_loss
 from .model import Placement, token_logprobs
 from .packing import MicroBatch, pack
@@ -54,8 +55,12 @@ class Learner:
         config: TrainerConfig,
         placement: Placement,
         teacher: Teacher | None = None,
+        ranks: Ranks | None = None,
     ) -> None:
         self.model = model.to(placement.device).train()
+        self.ranks = ranks or Ranks()
+        """With several ranks, each computes its share of every mini-batch's micro-batches
+        and the gradients are summed before the step (:mod:`.distributed`)."""
         self.tokenizer = tokenizer
         self.config = config
         self.placement = placement
@@ -66,7 +71,8 @@ class Learner:
         )
 
     def update(self, trajectories: list[Trajectory]) -> UpdateMetrics:
-        """Transform, pack, compute the loss and take one optimizer step."""
+        """Transform, pack, compute the loss and take one optimizer step (on every rank:
+        each packs the whole batch and computes its share)."""
         started = time.perf_counter()
         cfg = self.config
         advantage_of = dict(
@@ -105,6 +111,8 @@ class Learner:
             group_policy = max(1, sum(batches[i].policy_tokens for i in group))
             self.optimizer.zero_grad(set_to_none=True)
             for i in group:
+                if not self.ranks.mine(i):
+                    continue
                 batch = batches[i].to(self.placement.device)
                 tokens += int((batch.segment_ids > 0).sum())
                 with self.placement.autocast():
@@ -116,6 +124,7 @@ class Learner:
                         only=batch.loss_mask,
                     )
                 prox = proximal[i] if proximal is not None else logp.detach()
+                assert prox is not None
                 adv = batch.advantages
                 if self.teacher is not None:
                     teacher_logp = self.teacher.token_logprobs(batch)
@@ -138,10 +147,18 @@ class Learner:
                 clipped += terms.clipped_tokens
                 kl_sum += terms.behaviour_kl_sum
                 kl_tokens += terms.behaviour_tokens
+            if self.ranks.distributed:
+                all_reduce_gradients(self.model)
             grad_norm = float(
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
             )
             self.optimizer.step()
+        if self.ranks.distributed:
+            summed = all_reduce_sums(
+                [loss_total, clipped, kl_sum, kl_tokens, tokens, teacher_gap], self.placement.device
+            )
+            loss_total, clipped, kl_sum, teacher_gap = summed[0], summed[1], summed[2], summed[5]
+            kl_tokens, tokens = int(summed[3]), int(summed[4])
         total_policy = max(1, sum(b.policy_tokens for b in batches))
         return UpdateMetrics(
             trajectories=len(trajectories),
@@ -158,10 +175,14 @@ class Learner:
         )
 
     @torch.no_grad()
-    def _proximal_logprobs(self, batches: list[MicroBatch]) -> list[torch.Tensor]:
-        """Log-probs under the weights at the start of the update (the proximal policy)."""
-        out = []
-        for cpu_batch in batches:
+    def _proximal_logprobs(self, batches: list[MicroBatch]) -> list[torch.Tensor | None]:
+        """Log-probs under the weights at the start of the update (the proximal policy), of
+        this rank's micro-batches."""
+        out: list[torch.Tensor | None] = []
+        for i, cpu_batch in enumerate(batches):
+            if not self.ranks.mine(i):
+                out.append(None)
+                continue
             batch = cpu_batch.to(self.placement.device)
             with self.placement.autocast():
                 logp, _ = token_logprobs(

@@ -1,0 +1,159 @@
+"""The trainer across ranks: ``torch.distributed`` under ``torchrun`` (gloo on CPU, NCCL on
+GPU, HCCL on NPU).
+
+Rank 0 is the streaming trainer as on one process — the one consumer of trajectories, the
+staleness rule, the checkpoint with the consumed offsets, the announcements — and each
+update it chose is broadcast to every rank (:class:`RankZeroLearner`). Every rank packs the
+same batch the same way and takes its share of each mini-batch's micro-batches
+(``i % world == rank``); the gradients are summed across ranks before clipping and the
+optimizer step, so every rank takes the same step and the update equals the one-process
+update on the same batch (up to the order of float sums). The other ranks only follow
+(:func:`follow`): they never touch Kafka or the checkpoint. Before its first update rank 0
+sends its weights and optimizer state (resumed from the checkpoint, or fresh), so a
+restarted group starts identical.
+
+Why one consumer rather than partitions split by rank: the trainer's exactness (each
+trajectory trained once across kills) rests on one ledger of offsets checkpointed with the
+model; ranks consuming partitions of their own would need their batches agreed and their
+ledgers checkpointed together, for a batch that is small next to the forward and backward
+passes it feeds (docs/DECISIONS.md).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+import torch.distributed as dist
+
+from ..schemas import Trajectory
+
+if TYPE_CHECKING:
+    from .learner import Learner, UpdateMetrics
+
+log = logging.getLogger(__name__)
+BACKENDS = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place in the group (one process: rank 0 of 1)."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def distributed(self) -> bool:
+        """More than one rank."""
+        return self.world > 1
+
+    @classmethod
+    def from_env(cls) -> Ranks:
+        """The ranks ``torchrun`` set (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``)."""
+        return cls(
+            int(os.environ.get("RANK", "0")),
+            int(os.environ.get("WORLD_SIZE", "1")),
+            int(os.environ.get("LOCAL_RANK", "0")),
+        )
+
+    def mine(self, index: int) -> bool:
+        """Whether micro-batch ``index`` is this rank's."""
+        return index % self.world == self.rank
+
+
+def init(ranks: Ranks, device: str, timeout_s: float = 600.0) -> None:
+    """Join the process group for ``device``'s backend (environment set by ``torchrun``)."""
+    if not ranks.distributed or dist.is_initialized():
+        return
+    backend = BACKENDS.get(device)
+    if backend is None:
+        raise RuntimeError(f"device={device!r}: no torch.distributed backend (use cpu or cuda)")
+    if device == "cuda":
+        torch.cuda.set_device(ranks.local_rank)
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+
+
+def all_reduce_gradients(model: torch.nn.Module) -> None:
+    """Sum every parameter's gradient across ranks (a rank that had no micro-batch adds
+    zeros), in one flat buffer."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    dist.all_reduce(flat)
+    at = 0
+    for p in params:
+        n = p.numel()
+        p.grad.copy_(flat[at : at + n].view_as(p.grad))
+        at += n
+
+
+def all_reduce_sums(values: list[float], device: torch.device) -> list[float]:
+    """Element-wise sums of ``values`` across ranks."""
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return [float(v) for v in tensor.tolist()]
+
+
+def _broadcast_state(learner: Learner) -> None:
+    """Every rank takes rank 0's weights and optimizer state."""
+    for tensor in learner.model.state_dict().values():
+        dist.broadcast(tensor, src=0)
+    box = [learner.optimizer.state_dict() if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    if dist.get_rank() != 0:
+        learner.optimizer.load_state_dict(box[0])
+
+
+def _broadcast_batch(batch: list[Trajectory] | None) -> list[Trajectory] | None:
+    """Rank 0's batch (its JSON) on every rank; None: training is over."""
+    box = [None if batch is None else [t.model_dump_json() for t in batch]]
+    dist.broadcast_object_list(box, src=0)
+    return None if box[0] is None else [Trajectory.model_validate_json(t) for t in box[0]]
+
+
+class RankZeroLearner:
+    """Rank 0's learner: each update is sent to every rank first, and taken by all."""
+
+    def __init__(self, learner: Learner) -> None:
+        self.learner = learner
+        self._synced = False
+        self.last_broadcast_s = 0.0
+        """Seconds the last update spent sending its batch to the other ranks."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.learner, name)  # model, tokenizer, transformer, optimizer, ...
+
+    def update(self, trajectories: list[Trajectory]) -> UpdateMetrics:
+        """One update on every rank (rank 0's share computed here)."""
+        if not self._synced:
+            _broadcast_state(self.learner)
+            self._synced = True
+        started = time.perf_counter()
+        _broadcast_batch(trajectories)
+        self.last_broadcast_s = time.perf_counter() - started
+        return self.learner.update(trajectories)
+
+    def close(self) -> None:
+        """Tell the other ranks training is over (they return from :func:`follow`)."""
+        if not self._synced:
+            _broadcast_state(self.learner)
+        _broadcast_batch(None)
+
+
+def follow(learner: Learner) -> int:
+    """A rank other than 0: take every update rank 0 sends until it says stop; the number
+    of updates taken."""
+    _broadcast_state(learner)
+    done = 0
+    while (batch := _broadcast_batch(None)) is not None:
+        learner.update(batch)
+        done += 1
+    return done
