@@ -211,3 +211,16 @@ def test_the_old_variable_name_fails_instead_of_being_ignored(
 def test_open_db_refuses_a_uri_without_bucket_before_connecting() -> None:
     with pytest.raises(DbUnavailable, match="no bucket"):
         open_db("s3://")
+
+
+def test_serve_episode_view_reads_s3(s3_filled: LanceLocation) -> None:
+    from fastapi.testclient import TestClient
+
+    from safactory.cli.web.app import create_app
+
+    client = TestClient(create_app(Settings(), db=s3_filled, follow=False))
+    body = client.get("/api/episodes/ep-3").json()
+    assert [s["step_index"] for s in body["steps"]] == [0, 1, 2]
+    severities = [[v["severity"] for v in s["verdicts"]] for s in body["steps"]]
+    assert severities == [["none"], ["none"], ["high"]]  # the injected step, read from S3
+    assert client.get("/api/episodes/ep-none").status_code == 404
