@@ -418,11 +418,11 @@ async def snapshot(settings: Settings, db: Path) -> tuple[int, dict[str, Any], t
 
 def table_sizes(db: Path) -> dict[str, int]:
     """Rows per LanceDB table (0 while a table does not exist)."""
-    import lancedb
+    from safactory.sinks.location import open_db
 
     if not db.exists():
         return {}
-    conn = lancedb.connect(str(db))
+    conn = open_db(db)
     names = set(conn.list_tables().tables)
     return {n: conn.open_table(n).count_rows() for n in TABLE_TOPICS if n in names}
 
@@ -494,7 +494,7 @@ def child_env(settings: Settings, workdir: Path) -> dict[str, str]:
             "SF_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
             "SF_TOPIC_PREFIX": settings.topic_prefix,
             "SF_HOME": str(workdir / "home"),
-            "SF_LANCEDB": str(workdir / "lancedb"),
+            "SF_LANCE_URI": str(workdir / "lancedb"),
             "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
             "TOKENIZERS_PARALLELISM": "false",

@@ -162,12 +162,12 @@ class TableCensus:
 
 def read_tables(db: Path) -> dict[str, TableCensus]:
     """Every table of the sink's database that exists, read whole."""
-    import lancedb
+    from safactory.sinks.location import open_db
 
     out: dict[str, TableCensus] = {}
     if not db.exists():
         return out
-    conn = lancedb.connect(str(db))
+    conn = open_db(db)
     names = set(conn.list_tables().tables)
     for name in TABLE_TOPICS:
         if name not in names:

@@ -15,19 +15,38 @@ from .errors import fail as _fail
 from .errors import get_settings
 
 if TYPE_CHECKING:  # lancedb loads only when a command needs it
+    from ..sinks.location import LanceLocation
     from ..sinks.query import Selection
 
 console = Console()
 
-DEFAULT_DB = "lancedb"
 DbOption = Annotated[
-    Path,
-    typer.Option("--db", envvar="SF_LANCEDB", help="LanceDB database folder (env SF_LANCEDB)"),
+    str | None,
+    typer.Option(
+        "--db",
+        show_default=False,
+        help="LanceDB database: a folder or s3://bucket/prefix (default: SF_LANCE_URI, or "
+        "lance_uri in the config, else ./lancedb; storage options: SF_LANCE_STORAGE, AWS_*)",
+    ),
 ]
 
 
+def lance_location(db: str | None) -> LanceLocation:
+    """``--db``, else the configured ``lance_uri``, with the configured storage options.
+    ``SF_LANCEDB`` (the old name) fails instead of being ignored."""
+    import os
+
+    from ..sinks.location import LanceLocation
+
+    if "SF_LANCEDB" in os.environ:
+        raise _fail(
+            "SF_LANCEDB was renamed SF_LANCE_URI (a folder or s3://bucket/prefix); rename it"
+        )
+    return LanceLocation.configured(get_settings(), db)
+
+
 def sink(
-    db: DbOption = Path(DEFAULT_DB),
+    db: DbOption = None,
     group: Annotated[
         str, typer.Option(help="consumer group, one per database (scoped by the topic prefix)")
     ] = "safactory-sink",
@@ -64,7 +83,7 @@ def sink(
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
     options = SinkOptions(
-        db_path=db,
+        db_path=lance_location(db),
         group_id=group,
         max_records=max_records,
         gather_s=gather,
@@ -217,7 +236,7 @@ TableOpt = Annotated[
 
 def query(
     table: TableOpt = "steps",
-    db: DbOption = Path(DEFAULT_DB),
+    db: DbOption = None,
     env: EnvOpt = None,
     task: TaskOpt = None,
     risk_type: RiskOpt = None,
@@ -254,7 +273,7 @@ def query(
 
         embedder = MiniLMEmbedder()
     try:
-        rows = run_query(db, table, sel, like=like, embedder=embedder, limit=limit)
+        rows = run_query(lance_location(db), table, sel, like=like, embedder=embedder, limit=limit)
     except QueryError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -280,7 +299,7 @@ def export(
     out: Annotated[
         Path, typer.Option(help="output file (.jsonl, .parquet; otel: .json or .jsonl)")
     ],
-    db: DbOption = Path(DEFAULT_DB),
+    db: DbOption = None,
     fmt: Annotated[
         str, typer.Option("--format", help="jsonl, parquet or otel (OpenTelemetry GenAI spans)")
     ] = "jsonl",
@@ -324,8 +343,9 @@ def export(
     sel = _selection(
         env, task, risk_type, severity, policy_version, min_policy_version, since, until
     )
+    where = lance_location(db)
     try:
-        facts = export_trajectories(db, out, sel, fmt=fmt, min_reward=min_reward, tag=tag)  # type: ignore[arg-type]
+        facts = export_trajectories(where, out, sel, fmt=fmt, min_reward=min_reward, tag=tag)  # type: ignore[arg-type]
     except QueryError as exc:
         raise _fail(str(exc)) from None
     spans = f" as {facts['spans']} spans" if fmt == "otel" else ""

@@ -393,7 +393,7 @@ def _child_env(prefix: str, workdir: Path, db: Path) -> dict[str, str]:
         {
             "SF_TOPIC_PREFIX": prefix,
             "SF_HOME": str(workdir / "home"),
-            "SF_LANCEDB": str(db),
+            "SF_LANCE_URI": str(db),
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "TOKENIZERS_PARALLELISM": "false",

@@ -30,6 +30,7 @@ from rich.table import Table
 from ..schemas import Severity
 from ..streams.replay import AuditDiff, AuditWindow, Position, PositionError, parse_position
 from .audit import CheckersOption, _engine
+from .data import DbOption, lance_location
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
 
@@ -237,10 +238,7 @@ def print_diff(diff: AuditDiff, show: int) -> None:
 
 @app.command("sink")
 def sink(
-    db: Annotated[
-        Path,
-        typer.Option("--db", envvar="SF_LANCEDB", help="LanceDB database folder (env SF_LANCEDB)"),
-    ] = Path("lancedb"),
+    db: DbOption = None,
     table: Annotated[
         list[str] | None,
         typer.Option("--table", help="table to rebuild (repeatable; default: every table)"),
@@ -258,6 +256,7 @@ def sink(
     from ..sinks.tables import TOPICS
 
     settings = get_settings()
+    where = lance_location(db)
     chosen = table or list(TOPICS)
     embedder = None
     if embed:
@@ -265,17 +264,17 @@ def sink(
 
         embedder = MiniLMEmbedder()
     try:
-        with progress_bar(f"backfilling {db}") as (total, advance):
+        with progress_bar(f"backfilling {where}") as (total, advance):
             report = asyncio.run(
                 backfill(
-                    settings, db, chosen, embedder=embedder, on_total=total, on_advance=advance
+                    settings, where, chosen, embedder=embedder, on_total=total, on_advance=advance
                 )
             )
     except ValueError as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
         raise _fail(broker_failure(exc, settings.kafka_bootstrap)) from None
-    result = Table(title=f"backfill of {db} from {settings.topic_prefix}*")
+    result = Table(title=f"backfill of {where} from {settings.topic_prefix}*")
     for column in ("table", "records read", "rows written"):
         result.add_column(column, justify="left" if column == "table" else "right")
     for name in chosen:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .data import DEFAULT_DB, DbOption
+from .data import DbOption, lance_location
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
 
@@ -77,7 +76,7 @@ def serve(
             help="every request must carry it (Authorization: Bearer, or ?token=)",
         ),
     ] = None,
-    db: DbOption = Path(DEFAULT_DB),
+    db: DbOption = None,
     from_beginning: Annotated[
         bool, typer.Option("--from-beginning", help="read the topics from their start, not now")
     ] = False,
@@ -96,6 +95,7 @@ def serve(
 
     check_exposure(host, token)
     settings = get_settings()
+    where = lance_location(db)
     try:
         asyncio.run(create_topics(settings, [BY_NAME[n] for n in (*FOLLOWED, "policy")]))
     except Exception as exc:
@@ -104,11 +104,13 @@ def serve(
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     typer.echo(
-        f"serving http://{shown}:{bound}/  (topics {settings.topic_prefix}*, db {db}"
+        f"serving http://{shown}:{bound}/  (topics {settings.topic_prefix}*, db {where}"
         f"{'; add ?token=<token> to the URL' if token else ''})",
         err=False,
     )
-    app = create_app(settings, db=db, token=token, from_beginning=from_beginning, window_s=window)
+    app = create_app(
+        settings, db=where, token=token, from_beginning=from_beginning, window_s=window
+    )
     config = uvicorn.Config(
         app,
         log_level="warning",

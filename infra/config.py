@@ -73,6 +73,17 @@ class Settings(BaseSettings):
         description="the control worker's rules (`[control] rules = [...]`, see "
         "streams/control/policy.py; validated there); none: it stops nothing",
     )
+    lance_uri: str = Field(
+        default="lancedb",
+        description="the LanceDB database: a folder, or s3://bucket/prefix on object storage "
+        "(the commands' --db overrides it)",
+    )
+    lance_storage: dict[str, str | bool | int | float] = Field(
+        default_factory=dict,
+        description="lancedb storage options for an object-store lance_uri (`[lance_storage]` "
+        'or SF_LANCE_STORAGE=\'{"aws_endpoint": "http://minio:9000", "allow_http": true}\'); '
+        "the AWS_* variables (AWS_ENDPOINT, AWS_ACCESS_KEY_ID, ...) apply too",
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..infra.config import Settings
 from ..infra.consumer import Delivery
@@ -21,6 +20,7 @@ from ..infra.embedding import TextEmbedder as Embedder
 from ..infra.reader import TopicReader
 from ..schemas import DecodeError, codec
 from .lance import LanceSink
+from .location import Db
 from .tables import TABLE_OF, TOPICS
 
 TABLE_TOPIC = {name: name for name in TOPICS}
@@ -41,7 +41,7 @@ class BackfillReport:
 
 async def backfill(
     settings: Settings,
-    db: Path,
+    db: Db,
     tables: list[str],
     *,
     embedder: Embedder | None = None,

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from ..schemas import ChatMessage, Trajectory, Verdict
 from ..schemas import otel as o
 from .lance import sql_quote, tag_versions
+from .location import Db, location
 from .query import QueryError, Selection, open_table, where_clause
 
 
@@ -51,7 +52,7 @@ def chat_record(t: Trajectory) -> dict:
 
 
 def export_trajectories(
-    db_path: str | Path,
+    db_path: Db,
     out: Path,
     sel: Selection,
     *,
@@ -121,7 +122,7 @@ def export_trajectories(
         "by_env": dict(Counter(r["metadata"]["env"] for r in records)),
         "by_outcome": dict(Counter(r["metadata"]["outcome"] for r in records)),
         "policy_versions": sorted({r["metadata"]["policy_version"] for r in records}),
-        "source": f"{Path(db_path).resolve()} table trajectories",
+        "source": f"{location(db_path).shown()} table trajectories",
         "lancedb_version": version,
         "lancedb_tag": tag,
         "selection": sel.describe() + ("" if min_reward is None else f" AND reward>={min_reward}"),
@@ -132,7 +133,7 @@ def export_trajectories(
     return facts
 
 
-def _verdicts(db_path: str | Path, trajectories: list[Trajectory]) -> dict[str, list[Verdict]]:
+def _verdicts(db_path: Db, trajectories: list[Trajectory]) -> dict[str, list[Verdict]]:
     """The stored verdicts of the trajectories' episodes (none if there is no verdicts table)."""
     try:
         table = open_table(db_path, "verdicts")

@@ -7,7 +7,6 @@ indexes and drops old versions; versions a training run used are tagged so they 
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import lancedb
 import pyarrow as pa
@@ -16,6 +15,7 @@ from lancedb.index import FTS, Bitmap, BTree, IvfSq
 
 from ..infra.embedding import TextEmbedder as Embedder
 from .base import BatchSink, Columns
+from .location import Db, location, open_db
 from .tables import COLUMNS, EMBEDDED_TABLES, SCALAR_INDEXES, TABLE_OF, table_schema
 
 VECTOR_INDEX_MIN_ROWS = 20_000
@@ -27,20 +27,13 @@ def sql_quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def open_db(path: str | Path) -> lancedb.DBConnection:
-    """Connect to the LanceDB database at ``path`` (a folder; created if missing)."""
-    return lancedb.connect(str(path))
-
-
 class LanceSink(BatchSink):
-    """Writes the factory's tables to a LanceDB database folder."""
+    """Writes the factory's tables to a LanceDB database (a folder or an object-store URI)."""
 
-    def __init__(
-        self, path: str | Path, *, embedder: Embedder | None = None, check_ids: bool = True
-    ) -> None:
+    def __init__(self, db: Db, *, embedder: Embedder | None = None, check_ids: bool = True) -> None:
         super().__init__(TABLE_OF, COLUMNS, check_ids=check_ids)
-        self.path = Path(path)
-        self.db = open_db(self.path)
+        self.location = location(db)
+        self.db = open_db(self.location)
         self.embedder = embedder
         self._open: dict[str, lancedb.table.Table] = {}
         self._vector_field: dict[str, pa.Field] = {}
@@ -54,7 +47,7 @@ class LanceSink(BatchSink):
                 table = self.db.open_table(name)
                 if "vector" in table.schema.names and name in EMBEDDED_TABLES and not dim:
                     raise ValueError(
-                        f"{self.path}/{name}: table has a 'vector' column but embedding is "
+                        f"{self.location}/{name}: table has a 'vector' column but embedding is "
                         "off; run the sink with embedding on (drop --no-embed)"
                     )
             else:
@@ -159,7 +152,7 @@ class LanceSink(BatchSink):
 
 
 def tag_versions(
-    path: str | Path,
+    db: Db,
     tag: str,
     tables: list[str] | None = None,
     versions: dict[str, int] | None = None,
@@ -168,10 +161,10 @@ def tag_versions(
     keeps it and ``checkout(tag)`` reproduces it: the version given in ``versions`` (the one
     a reader used), else the current one. Returns table → version. A tag already in use
     raises lance's ``RuntimeError`` ("Ref conflict error")."""
-    db = open_db(path)
+    conn = open_db(db)
     tagged = {}
-    for name in tables or db.list_tables().tables:
-        table = db.open_table(name)
+    for name in tables or conn.list_tables().tables:
+        table = conn.open_table(name)
         version = (versions or {}).get(name, table.version)
         table.tags.create(tag, version)
         tagged[name] = version

@@ -4,15 +4,19 @@ Index updates and compaction allocate a lot inside LanceDB and the memory does n
 back: a sink that ran them in-process grew by about 55 MB a pass (measured: 60k indexed rows
 took a process from 190 MB to 1.35 GB, flat at 195 MB with the same passes in a child). So
 the sink worker runs each pass here and waits for it; the memory goes with the process.
-Prints the indexes it created, one per line.
+Prints the indexes it created, one per line. An object-store database's storage options come
+in ``SF_LANCE_STORAGE`` (JSON), never on the command line.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 from datetime import timedelta
 
 from .lance import LanceSink
+from .location import STORAGE_ENV, LanceLocation
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -20,7 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m safactory.sinks.maintain", description=main.__doc__
     )
-    parser.add_argument("db", help="LanceDB folder")
+    parser.add_argument("db", help="LanceDB folder or object-store URI")
     parser.add_argument(
         "--keep-seconds",
         type=float,
@@ -28,7 +32,8 @@ def main(argv: list[str] | None = None) -> None:
         help="untagged versions younger than this are kept",
     )
     args = parser.parse_args(argv)
-    sink = LanceSink(args.db)
+    storage = json.loads(os.environ.get(STORAGE_ENV) or "{}")
+    sink = LanceSink(LanceLocation(args.db, {k: str(v) for k, v in storage.items()}))
     for made in sink.ensure_indexes():
         print(made)
     sink.maintain(timedelta(seconds=args.keep_seconds))

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 import lancedb
 import pyarrow as pa
 
 from ..infra.embedding import TextEmbedder as Embedder
 from ..schemas import Severity
-from .lance import open_db, sql_quote
+from .lance import sql_quote
+from .location import Db, DbUnavailable, location, open_db
 
 TABLES = ("steps", "episodes", "verdicts", "trajectories", "scores", "skills")
 
@@ -54,7 +55,7 @@ def parse_time(text: str) -> float:
     return moment.timestamp()
 
 
-def where_clause(db_path: str | Path, table: str, sel: Selection) -> str | None:
+def where_clause(db_path: Db, table: str, sel: Selection) -> str | None:
     """SQL filter for ``table``; risk type and severity go through the verdicts table."""
     clauses = []
     if sel.env is not None:
@@ -81,7 +82,7 @@ def where_clause(db_path: str | Path, table: str, sel: Selection) -> str | None:
     return " AND ".join(clauses) or None
 
 
-def _matching_verdicts(db_path: str | Path, table: str, where: str) -> str:
+def _matching_verdicts(db_path: Db, table: str, where: str) -> str:
     verdicts = open_table(db_path, "verdicts")
     column, key = ("episode_id", "episode_id")
     if table == "steps":
@@ -93,16 +94,21 @@ def _matching_verdicts(db_path: str | Path, table: str, where: str) -> str:
     return f"{key} IN ({', '.join(sql_quote(v) for v in values)})"
 
 
-def open_table(db_path: str | Path, table: str) -> lancedb.table.Table:
-    """A table of an existing database; a missing folder is an error, never created."""
+def open_table(db_path: Db, table: str) -> lancedb.table.Table:
+    """A table of an existing database; a missing folder is an error, never created (an
+    object-store prefix holds no folder: there a missing table says it)."""
     if table not in TABLES:
         raise QueryError(f"--table {table!r}: choose one of {', '.join(TABLES)}")
-    if not Path(db_path).is_dir():
+    where = location(db_path)
+    if not where.remote and not os.path.isdir(where.uri):
         raise QueryError(
-            f"--db {db_path}: no LanceDB database there; point --db (or SF_LANCEDB) at the "
-            "folder `safactory worker sink --db` writes"
+            f"--db {where.uri}: no LanceDB database there; point --db (or SF_LANCE_URI) at the "
+            "folder or s3:// URI `safactory worker sink --db` writes"
         )
-    db = open_db(db_path)
+    try:
+        db = open_db(where)
+    except DbUnavailable as exc:
+        raise QueryError(str(exc)) from None
     if table not in db.list_tables().tables:
         raise QueryError(
             f"{db_path}: table {table!r} does not exist yet; run `safactory worker sink` first"
@@ -111,7 +117,7 @@ def open_table(db_path: str | Path, table: str) -> lancedb.table.Table:
 
 
 def run_query(
-    db_path: str | Path,
+    db_path: Db,
     table: str,
     sel: Selection,
     *,

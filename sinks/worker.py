@@ -17,13 +17,13 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
 from ..infra.config import Settings
 from ..infra.consumer import Delivery
 from ..infra.embedding import TextEmbedder as Embedder
 from ..infra.processor import Context, Processor, Runtime, Tick, Timer
 from .lance import LanceSink
+from .location import Db
 from .tables import TOPICS
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 class SinkOptions:
     """How the sink worker runs."""
 
-    db_path: Path
+    db_path: Db
+    """A folder, an object-store URI, or a :class:`~.location.LanceLocation` with options."""
     group_id: str = "safactory-sink"
     """Scoped by the topic prefix (``Settings.group``): one sink group per database."""
     topics: tuple[str, ...] = TOPICS
@@ -121,9 +122,10 @@ async def _maintain(sink: LanceSink, keep_versions: timedelta) -> None:
         sys.executable,
         "-m",
         "safactory.sinks.maintain",
-        str(sink.path),
+        sink.location.uri,
         "--keep-seconds",
         str(keep_versions.total_seconds()),
+        env=sink.location.child_env(),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

