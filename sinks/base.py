@@ -96,6 +96,13 @@ class BatchSink(ABC):
             self._watermarks[table] = dict(self.stored_offsets(table))
         return self._watermarks[table]
 
+    def forget(self) -> None:
+        """Drop the watermarks and id hashes read so far: another writer of the same
+        database may have written since (the group gave this sink partitions it wrote), so
+        they are read again, from the store's latest version, at the next batch."""
+        self._watermarks.clear()
+        self._known.clear()
+
     def known_hashes(self, table: str) -> set[int]:
         """Hashes of the ids ``table`` holds, read once from the store."""
         if table not in self._known:

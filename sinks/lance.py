@@ -1,6 +1,8 @@
 """The LanceDB store: how a batch is written, and what a table already holds.
 
-One writer per table (one sink process owns the database). Maintenance compacts, updates
+Several sink processes may write one database (members of one consumer group): lance
+retries a commit that raced another writer's append, and a sink given partitions another
+wrote re-reads what the tables hold (``BatchSink.forget``). Maintenance compacts, updates
 indexes and drops old versions; versions a training run used are tagged so they survive.
 """
 
@@ -43,15 +45,13 @@ class LanceSink(BatchSink):
         if name not in self._open:
             dim = self.embedder.dim if self.embedder else None
             schema = table_schema(name, dim)
-            if name in self.db.list_tables().tables:
-                table = self.db.open_table(name)
-                if "vector" in table.schema.names and name in EMBEDDED_TABLES and not dim:
-                    raise ValueError(
-                        f"{self.location}/{name}: table has a 'vector' column but embedding is "
-                        "off; run the sink with embedding on (drop --no-embed)"
-                    )
-            else:
-                table = self.db.create_table(name, schema=schema)
+            # exist_ok: another sink of the group may create it at the same moment
+            table = self.db.create_table(name, schema=schema, exist_ok=True)
+            if "vector" in table.schema.names and name in EMBEDDED_TABLES and not dim:
+                raise ValueError(
+                    f"{self.location}/{name}: table has a 'vector' column but embedding is "
+                    "off; run the sink with embedding on (drop --no-embed)"
+                )
             self._open[name] = table
             if "vector" in table.schema.names:
                 self._vector_field[name] = table.schema.field("vector")

@@ -67,6 +67,7 @@ class SinkWorker:
             handle_batch=self.write,
             timers=(Timer(options.maintain_every_s, self.maintain),),
             group=options.group_id,
+            on_assigned=self.assigned,
             max_records=options.max_records,
             gather_s=options.gather_s,
             fatal=(OSError,),
@@ -78,6 +79,17 @@ class SinkWorker:
         async with self._writing:
             await self.sink.handle(records)
         log.info("batch of %d: %s", len(records), self.sink.stats)
+
+    async def assigned(self, partitions: set[int], ctx: Context) -> None:
+        """New partitions: another sink of the group may have written their records up to
+        where it stopped (a crash between its write and its commit), so what the tables
+        hold is read again from their latest version before the next batch."""
+        async with self._writing:
+            await asyncio.to_thread(self._reread)
+
+    def _reread(self) -> None:
+        self.sink.refresh()
+        self.sink.forget()
 
     async def maintain(self, tick: Tick) -> None:
         """Timer: start a maintenance pass if something was written since the last one

@@ -83,3 +83,23 @@ def test_indexes_maintenance_and_tagged_versions(tmp_path: Path) -> None:
     hits = steps.search("password", query_type="fts").select(["text"]).limit(50).to_arrow()
     assert hits.num_rows > 0
     assert all("password" in t for t in pc.utf8_lower(hits["text"]).to_pylist())
+
+
+def test_a_sink_given_another_writers_partitions_rereads_what_it_wrote(tmp_path: Path) -> None:
+    """Two sinks of one group write one database. The one that takes over a dead member's
+    partitions gets again the records it wrote but never committed: after ``forget`` (the
+    worker's reaction to an assignment) it stores none of them twice."""
+    events = [e for n in range(6) for e in episode_events(n, steps=3)]
+    batch = deliveries(events)
+    survivor = LanceSink(tmp_path / "db")
+    victim = LanceSink(tmp_path / "db")
+    survivor.write_batch(batch[:5])  # both have read the tables' state by now
+    victim.write_batch(batch[5:40])  # written, then the victim dies before its commit
+    survivor.refresh()
+    survivor.forget()
+    survivor.write_batch(batch[5:])  # redelivered to the survivor, and the rest
+    for table in ("steps", "verdicts", "episodes"):
+        ids = _ids(survivor, table)
+        assert len(ids) == len(set(ids)), table
+    assert len(_ids(survivor, "steps")) == 18
+    assert survivor.stats.skipped_below_offset == 35

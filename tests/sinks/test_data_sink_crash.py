@@ -20,7 +20,7 @@ from safactory.infra.producer import EventProducer
 pytestmark = pytest.mark.integration
 
 
-def _sink_process(settings: Settings, db: Path) -> subprocess.Popen[bytes]:
+def _sink_process(settings: Settings, db: Path, idle_s: float = 4) -> subprocess.Popen[bytes]:
     env = os.environ | {
         "SF_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
         "SF_TOPIC_PREFIX": settings.topic_prefix,
@@ -37,7 +37,7 @@ def _sink_process(settings: Settings, db: Path) -> subprocess.Popen[bytes]:
         "--max-records",
         "40",
         "--idle-exit",
-        "4",
+        str(idle_s),
         "--group",
         "crash-sink",
     ]
@@ -87,3 +87,33 @@ async def test_sigkill_mid_stream_then_restart_stores_every_event_once(
         ids = _ids(db, table)
         assert len(ids) == len(set(ids)) == expected, table
     assert set(_ids(db, "steps")) == {e.event_id for e in events if e.TOPIC == "steps"}
+
+
+async def test_two_sinks_share_one_database_and_one_is_killed_mid_stream(
+    topics: Settings, producer: EventProducer, tmp_path: Path
+) -> None:
+    """Two sinks of one group write one database; one is SIGKILLed mid-stream, the other
+    takes its partitions over and, having re-read what the tables hold, stores every event
+    once (records the dead one wrote but never committed come to it again)."""
+    events = [e for n in range(60) for e in episode_events(n, steps=12)]
+    await producer.publish_many(events)
+    await producer.publish_many(events[::7])  # republished: same ids at new offsets
+    steps = sum(1 for e in events if e.TOPIC == "steps")
+    db = tmp_path / "db"
+    survivor, victim = _sink_process(topics, db, 25), _sink_process(topics, db, 25)
+    deadline = time.monotonic() + 120
+    while _count(db, "steps") < steps // 3:
+        assert time.monotonic() < deadline and victim.poll() is None, "sinks made no progress"
+        await asyncio.sleep(0.02)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=30)
+    assert _count(db, "steps") < steps, "the kill came after all the work was done"
+    out, _ = survivor.communicate(timeout=240)
+    assert survivor.returncode == 0, out.decode()[-2000:]
+    for table, expected in (
+        ("steps", steps),
+        ("verdicts", sum(1 for e in events if e.TOPIC == "verdicts")),
+        ("episodes", sum(1 for e in events if e.TOPIC == "episodes")),
+    ):
+        ids = _ids(db, table)
+        assert len(ids) == len(set(ids)) == expected, table
