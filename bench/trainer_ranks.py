@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 
-def _config(hidden: int) -> dict:
+def _config(hidden: int, device: str) -> dict:
     from safactory.trainer.toytask import ALPHABET
 
     return {
@@ -34,6 +34,7 @@ def _config(hidden: int) -> dict:
         "max_batch_size": 32,
         "seq_len": 64,
         "rows_per_micro_batch": 4,
+        "device": device,
         "weight_dir": "/tmp/unused-w",
         "checkpoint_dir": "/tmp/unused-c",
         "model": {
@@ -47,7 +48,7 @@ def _config(hidden: int) -> dict:
     }
 
 
-def rank_main(out: Path, hidden: int, updates: int) -> None:
+def rank_main(out: Path, hidden: int, updates: int, device: str) -> None:
     """Under torchrun: lead (rank 0) or follow, and rank 0 writes the timings."""
     from safactory.trainer import distributed
     from safactory.trainer.config import TrainerConfig
@@ -55,9 +56,9 @@ def rank_main(out: Path, hidden: int, updates: int) -> None:
     from safactory.trainer.model import build_model, resolve_placement
     from safactory.trainer.toytask import make_trajectories, toy_tokenizer
 
-    cfg = TrainerConfig.model_validate(_config(hidden))
+    cfg = TrainerConfig.model_validate(_config(hidden, device))
     ranks = distributed.Ranks.from_env()
-    distributed.init(ranks, "cpu")
+    distributed.init(ranks, device)
     torch.manual_seed(0)
     tokenizer = toy_tokenizer()
     learner = Learner(
@@ -95,13 +96,17 @@ def main() -> None:
     parser.add_argument("--ranks", default="1,2", help="comma-separated rank counts")
     parser.add_argument("--updates", type=int, default=6)
     parser.add_argument("--hidden", type=int, default=256, help="model width")
+    parser.add_argument("--device", default="cpu", help="cpu (gloo) or cuda (NCCL, a GPU a rank)")
     parser.add_argument("--rank-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rank_out is not None:
-        rank_main(args.rank_out, args.hidden, args.updates)
+        rank_main(args.rank_out, args.hidden, args.updates, args.device)
         return
     cores = os.cpu_count() or 1
-    print(f"{cores} cores; model width {args.hidden}, 4 layers; 32 trajectories per update")
+    print(
+        f"{cores} cores, device {args.device}; model width {args.hidden}, 4 layers; "
+        "32 trajectories per update"
+    )
     for n in (int(r) for r in args.ranks.split(",")):
         out = Path(tempfile.mkdtemp(prefix="sf-ranks-")) / "result.json"
         env = {**os.environ, "OMP_NUM_THREADS": str(max(1, cores // n))}
@@ -120,6 +125,8 @@ def main() -> None:
                 str(args.updates),
                 "--hidden",
                 str(args.hidden),
+                "--device",
+                args.device,
             ],
             env=env,
             check=True,
