@@ -9,6 +9,9 @@ turns the client added since the last call (the task at first, then tool results
 action is the reply, so the auditor reads tool outputs where it reads them from our own
 runner (role ``tool`` messages) and judges each call with the episode before it.
 
+A call naming an episode that already ended here goes to a new one, ``<name>.<n>``: an ended
+episode's steps are final, and its step indices are never reused.
+
 Nothing here does I/O: :mod:`.app` forwards, guards and publishes.
 """
 
@@ -103,6 +106,8 @@ class Conversations:
         self.capacity = capacity
         self._open: OrderedDict[str, Conversation] = OrderedDict()
         self._by_digest: dict[str, str] = {}
+        self._ended: OrderedDict[str, int] = OrderedDict()
+        """Named episodes that ended here → how many times the name was reused since."""
 
     def __len__(self) -> int:
         return len(self._open)
@@ -135,6 +140,9 @@ class Conversations:
         started = conversation is None
         if conversation is None:
             episode = episode_id or f"gw-{uuid.uuid4().hex[:20]}"
+            if episode in self._ended:  # an ended episode is never continued: a new one
+                self._ended[episode] += 1
+                episode = f"{episode}.{self._ended[episode]}"
             conversation = Conversation(
                 episode, env or DEFAULT_ENV, task_id or f"{env or DEFAULT_ENV}-chat"
             )
@@ -165,6 +173,10 @@ class Conversations:
         conversation = self._open.pop(episode_id, None)
         if conversation is not None and conversation.digest is not None:
             self._by_digest.pop(conversation.digest, None)
+        if conversation is not None:
+            self._ended.setdefault(episode_id, 0)
+            while len(self._ended) > self.capacity:
+                self._ended.popitem(last=False)
         return conversation
 
     def idle(self, idle_s: float, now: float | None = None) -> list[Conversation]:

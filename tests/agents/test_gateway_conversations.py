@@ -82,3 +82,12 @@ def test_a_message_that_is_not_chat_format_names_itself() -> None:
     call = book.resolve([ASK, {"role": "robot", "content": "beep"}])
     with pytest.raises(ValueError, match=r"messages\[1\]"):
         steps_of(call, {"role": "assistant", "content": "hi"}, [], 0)
+
+
+def test_a_call_naming_an_ended_episode_starts_a_new_one() -> None:
+    book = Conversations()
+    a = book.resolve([ASK], episode_id="ep-mugs")
+    book.close("ep-mugs")
+    again = book.resolve([ASK], episode_id="ep-mugs")
+    assert again.started and again.conversation.episode_id == "ep-mugs.1"
+    assert a.conversation.episode_id == "ep-mugs"
