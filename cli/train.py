@@ -13,6 +13,7 @@ import typer
 from aiokafka.errors import KafkaError
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from ..infra import aio
@@ -121,12 +122,12 @@ def train(
         distributed.init(ranks, cfg.device)
         placement = resolve_placement(cfg)
     except (ConfigError, RuntimeError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(code=2) from None
     try:
         model, tokenizer = load_policy_model(cfg.model)
     except (ModelError, OSError, ValueError) as exc:
-        err.print(f"[red]error:[/red] model.name={cfg.model.name}: {exc}")
+        err.print(f"[red]error:[/red] {escape(f'model.name={cfg.model.name}: {exc}')}")
         raise typer.Exit(code=2) from None
     try:
         teacher_model = (
@@ -135,10 +136,13 @@ def train(
             else None
         )
     except ValueError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(code=2) from None
     except OSError as exc:
-        err.print(f"[red]error:[/red] distill.teacher={cfg.distill.teacher}: cannot load ({exc})")
+        err.print(
+            f"[red]error:[/red] "
+            f"{escape(f'distill.teacher={cfg.distill.teacher}: cannot load ({exc})')}"
+        )
         raise typer.Exit(code=2) from None
     learner = Learner(model, tokenizer, cfg, placement, teacher=teacher_model, ranks=ranks)
     if ranks.rank != 0:  # a following rank: no Kafka, no checkpoint, no display
@@ -219,7 +223,9 @@ async def _run(
         else:
             stats = await trainer.run(max_updates=max_updates, idle_timeout=idle_exit)
     except (RuntimeError, KafkaError) as exc:
-        err.print(f"[red]error:[/red] {broker_failure(exc, get_settings().kafka_bootstrap)}")
+        err.print(
+            f"[red]error:[/red] {escape(broker_failure(exc, get_settings().kafka_bootstrap))}"
+        )
         raise typer.Exit(code=1) from None
     if display is None:
         console.print(metrics_line(trainer))

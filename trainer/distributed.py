@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
+from torch.distributed.rendezvous import rendezvous
 
 from ..schemas import Trajectory
 
@@ -76,7 +77,14 @@ def init(ranks: Ranks, device: str, timeout_s: float = 600.0) -> None:
         raise RuntimeError(f"device={device!r}: no torch.distributed backend (use cpu or cuda)")
     if device == "cuda":
         torch.cuda.set_device(ranks.local_rank)
-    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+    timeout = datetime.timedelta(seconds=timeout_s)
+    store, rank, world = next(rendezvous("env://", ranks.rank, ranks.world, timeout=timeout))
+    # Keys of this attempt only: after torchrun restarted a failed group, gloo read the dead
+    # rank's address from the previous attempt's keys and failed to connect (1 run in 6;
+    # pytorch/pytorch#167288).
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    store = dist.PrefixStore(f"safactory/attempt-{attempt}", store)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
 
 
 def all_reduce_gradients(model: torch.nn.Module) -> None:
