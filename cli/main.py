@@ -15,6 +15,7 @@ from ..infra.local import local_broker, uses_local_broker
 from ..infra.topics import create_topics, describe_topics
 from . import audit as _audit
 from . import data as _data
+from .dataelf import app as dataelf_app
 from .demo import demo
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
@@ -43,6 +44,7 @@ app.command("demo")(demo)
 app.command("train")(train)
 worker_app = typer.Typer(help="Run the factory's stream workers.", no_args_is_help=True)
 app.add_typer(worker_app, name="worker")
+app.add_typer(dataelf_app, name="data")
 app.command("audit")(_audit.audit)
 app.command("import")(_audit.import_traces)
 worker_app.command("audit")(_audit.worker_audit)

@@ -1,0 +1,317 @@
+"""DataElf's operator catalogue: typed data operations a plan is made of.
+
+Each operator is a pydantic model (its parameters, validated before anything runs) with
+``apply(table, ctx)``: it takes the table the previous step produced (None for the first)
+and returns the next one; operators that write (``export``, ``plot``) write into the run's
+output folder and pass their input on. New operators register by name (:func:`register`,
+or the ``safactory.operators`` entry point), like checkers.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...schemas import Severity, Trajectory
+from ..export import chat_record
+from ..location import Db
+from ..query import TABLES, Selection, open_table, where_clause
+
+HIDDEN_COLUMNS = frozenset({"payload", "vector", "source_topic", "source_partition"})
+"""Columns a ``select`` leaves out unless it names them (raw events, embeddings, plumbing)."""
+
+
+class PlanError(ValueError):
+    """A plan that cannot run; the message names the step, the field and the fix."""
+
+
+@dataclass
+class RunContext:
+    """What a run's operators share: the database, the output folder, what was written."""
+
+    db: Db
+    out: Path
+    outputs: list[Path] = field(default_factory=list)
+    source_table: str | None = None
+    """The table the rows came from (``export`` needs it to know what a row is)."""
+
+
+class Operator(BaseModel):
+    """Base of every operator: ``op`` is its registered name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    NAME: ClassVar[str]
+    needs_input: ClassVar[bool] = True
+
+    def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
+        """The table after this step."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The step in words (what ``data ask`` prints before it runs a plan)."""
+        args = ", ".join(f"{k}={v!r}" for k, v in self.model_dump(exclude={"op"}).items() if v)
+        return f"{self.NAME}({args})"
+
+
+_REGISTRY: dict[str, type[Operator]] = {}
+
+
+def register(cls: type[Operator]) -> type[Operator]:
+    """Make ``cls`` usable in plans under ``cls.NAME``."""
+    _REGISTRY[cls.NAME] = cls
+    return cls
+
+
+def available() -> dict[str, type[Operator]]:
+    """Every operator by name: the built-in ones and those of installed packages."""
+    for entry in entry_points(group="safactory.operators"):
+        if entry.name not in _REGISTRY:
+            register(entry.load())
+    return dict(_REGISTRY)
+
+
+def _column(table: pa.Table, name: str, step: str) -> pa.ChunkedArray:
+    if name not in table.column_names:
+        raise PlanError(
+            f"{step}: no column {name!r}; the rows here have {', '.join(table.column_names)}"
+        )
+    return table[name]
+
+
+@register
+class Select(Operator):
+    """Rows of a stored table, filtered as ``safactory query`` filters them."""
+
+    NAME: ClassVar[str] = "select"
+    needs_input: ClassVar[bool] = False
+    op: Literal["select"] = "select"
+    table: Literal["steps", "episodes", "verdicts", "trajectories", "scores", "skills"]
+    env: str | None = None
+    task: str | None = None
+    risk_type: str | None = None
+    min_severity: Severity | None = None
+    policy_version: int | None = Field(default=None, ge=0)
+    min_policy_version: int | None = Field(default=None, ge=0)
+    since: float | None = None
+    until: float | None = None
+    columns: list[str] | None = None
+    """Columns to keep (default: all but raw payloads and vectors)."""
+
+    def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
+        assert self.table in TABLES
+        target = open_table(ctx.db, self.table)
+        selection = Selection(
+            env=self.env,
+            task=self.task,
+            risk_type=self.risk_type,
+            min_severity=self.min_severity,
+            policy_version=self.policy_version,
+            min_policy_version=self.min_policy_version,
+            since=self.since,
+            until=self.until,
+        )
+        where = where_clause(ctx.db, self.table, selection)
+        names = self.columns or [n for n in target.schema.names if n not in HIDDEN_COLUMNS]
+        if self.table in ("trajectories", "steps", "episodes") and "payload" not in names:
+            names = [*names, "payload"]  # for ``export``; csv and parquet leave it out
+        unknown = sorted(set(names) - set(target.schema.names))
+        if unknown:
+            raise PlanError(
+                f"select: table {self.table!r} has no column(s) {', '.join(unknown)}; it has "
+                f"{', '.join(n for n in target.schema.names if n != 'vector')}"
+            )
+        query = target.search().select(names)
+        if where:
+            query = query.where(where)
+        rows = query.limit(None).to_arrow()
+        ctx.source_table = self.table
+        return rows.sort_by([("event_id", "ascending")]) if "event_id" in names else rows
+
+
+@register
+class Where(Operator):
+    """Rows whose ``column`` equals ``equals``, or lies within [``min``, ``max``]."""
+
+    NAME: ClassVar[str] = "where"
+    op: Literal["where"] = "where"
+    column: str
+    equals: str | int | float | bool | None = None
+    min: float | None = None
+    max: float | None = None
+
+    def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
+        assert table is not None
+        values = _column(table, self.column, "where")
+        mask = pc.is_valid(values)
+        if self.equals is not None:
+            mask = pc.and_(mask, pc.equal(values, pa.scalar(self.equals)))
+        if self.min is not None:
+            mask = pc.and_(mask, pc.greater_equal(values, self.min))
+        if self.max is not None:
+            mask = pc.and_(mask, pc.less_equal(values, self.max))
+        return table.filter(mask)
+
+
+@register
+class Aggregate(Operator):
+    """Counts per group of ``by`` columns (and the mean of ``mean`` if given), sorted by
+    the groups."""
+
+    NAME: ClassVar[str] = "aggregate"
+    op: Literal["aggregate"] = "aggregate"
+    by: list[str] = Field(min_length=1)
+    mean: str | None = None
+
+    def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
+        assert table is not None
+        for name in [*self.by, *([self.mean] if self.mean else [])]:
+            _column(table, name, "aggregate")
+        aggregations: list[tuple] = [([], "count_all")]  # rows, nulls in the keys included
+        if self.mean:
+            aggregations.append((self.mean, "mean"))
+        grouped = table.group_by(self.by, use_threads=False).aggregate(aggregations)
+        names = {"count_all": "count", f"{self.mean}_mean": f"mean_{self.mean}"}
+        grouped = grouped.rename_columns([names.get(n, n) for n in grouped.column_names])
+        ordered = [*self.by, "count", *([f"mean_{self.mean}"] if self.mean else [])]
+        return grouped.select(ordered).sort_by([(b, "ascending") for b in self.by])
+
+
+@register
+class Top(Operator):
+    """The ``k`` rows with the highest (or lowest) ``column``."""
+
+    NAME: ClassVar[str] = "top"
+    op: Literal["top"] = "top"
+    column: str
+    k: int = Field(ge=1)
+    lowest: bool = False
+
+    def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
+        assert table is not None
+        _column(table, self.column, "top")
+        order = "ascending" if self.lowest else "descending"
+        keys = [(self.column, order)]
+        if "event_id" in table.column_names:
+            keys.append(("event_id", "ascending"))  # ties in a fixed order
+        return table.sort_by(keys).slice(0, self.k)
+
+
+@register
+class Sample(Operator):
+    """``k`` rows drawn at random with ``seed`` (the same rows on every run)."""
+
+    NAME: ClassVar[str] = "sample"
+    op: Literal["sample"] = "sample"
+    k: int = Field(ge=1)
+    seed: int = 0
+
+    def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
+        assert table is not None
+        if table.num_rows <= self.k:
+            return table
+        picked = sorted(random.Random(self.seed).sample(range(table.num_rows), self.k))
+        return table.take(picked)
+
+
+@register
+class Export(Operator):
+    """Write the rows: ``chat_jsonl`` (trajectories as OpenAI chat records), ``parquet`` or
+    ``csv`` (the visible columns), into the run's folder as ``name``."""
+
+    NAME: ClassVar[str] = "export"
+    op: Literal["export"] = "export"
+    format: Literal["chat_jsonl", "parquet", "csv"]
+    name: str = Field(pattern=r"^[\w.-]{1,80}$")
+
+    def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
+        assert table is not None
+        path = ctx.out / self.name
+        if self.format == "chat_jsonl":
+            if ctx.source_table != "trajectories" or "payload" not in table.column_names:
+                raise PlanError(
+                    "export: chat_jsonl writes trajectories; start the plan with "
+                    "select(table='trajectories')"
+                )
+            with path.open("w", encoding="utf-8") as fh:
+                for payload in table["payload"].to_pylist():
+                    record = chat_record(Trajectory.model_validate_json(payload))
+                    fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+        else:
+            visible = table.select([n for n in table.column_names if n not in HIDDEN_COLUMNS])
+            if self.format == "parquet":
+                pq.write_table(visible, path)
+            else:
+                import pyarrow.csv as pcsv
+
+                pcsv.write_csv(visible, path)
+        ctx.outputs.append(path)
+        return table
+
+
+@register
+class Plot(Operator):
+    """A bar chart of ``y`` (default ``count``) per ``x``, one bar colour per ``series``
+    value, as a PNG named ``name``."""
+
+    NAME: ClassVar[str] = "plot"
+    op: Literal["plot"] = "plot"
+    x: str
+    y: str = "count"
+    series: str | None = None
+    name: str = Field(pattern=r"^[\w.-]{1,80}\.png$")
+    title: str = ""
+
+    def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
+        assert table is not None
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        xs = [str(v) for v in _column(table, self.x, "plot").to_pylist()]
+        ys = [float(v) for v in _column(table, self.y, "plot").to_pylist()]
+        groups = (
+            [str(v) for v in _column(table, self.series, "plot").to_pylist()]
+            if self.series
+            else [""] * len(xs)
+        )
+        labels = sorted(set(xs), key=_natural)
+        kinds = sorted(set(groups))
+        width = 0.8 / max(1, len(kinds))
+        figure, axes = plt.subplots(figsize=(7, 4), dpi=100)
+        for j, kind in enumerate(kinds):
+            heights = {x: y for x, y, g in zip(xs, ys, groups, strict=True) if g == kind}
+            axes.bar(
+                [i + j * width for i in range(len(labels))],
+                [heights.get(x, 0.0) for x in labels],
+                width=width,
+                label=kind or None,
+            )
+        axes.set_xticks([i + width * (len(kinds) - 1) / 2 for i in range(len(labels))], labels)
+        axes.set_xlabel(self.x)
+        axes.set_ylabel(self.y)
+        axes.set_title(self.title or f"{self.y} per {self.x}")
+        if self.series:
+            axes.legend(title=self.series, fontsize="small")
+        figure.tight_layout()
+        path = ctx.out / self.name
+        figure.savefig(path, metadata={"Software": None})  # no version stamp: reruns match
+        plt.close(figure)
+        ctx.outputs.append(path)
+        return table
+
+
+def _natural(text: str) -> tuple[int, float | str]:
+    try:
+        return (0, float(text))
+    except ValueError:
+        return (1, text)
