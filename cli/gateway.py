@@ -72,6 +72,7 @@ def gateway(
     import uvicorn
 
     from ..agents.gateway.app import Gateway
+    from ..streams.audit.guard import AuditGuard
 
     if not upstream.startswith(("http://", "https://")):
         raise _fail(f"--upstream {upstream!r}: give an http(s) URL, e.g. http://127.0.0.1:8000/v1")
@@ -82,6 +83,7 @@ def gateway(
     service = Gateway(
         upstream,
         settings,
+        guard=AuditGuard(),
         control=control,
         policy_version=policy_version,
         record_tokens=record_tokens,

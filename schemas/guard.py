@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .chat import ChatMessage
-from .events import Action, Decision, Verdict
+from .events import Action, Alert, Decision, Verdict
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class GuardDecision:
     latency_ms: float = 0.0
     over_budget: bool = False
     verdicts: list[Verdict] = field(default_factory=list)
+    alerts: list[Alert] = field(default_factory=list)
+    """The verdicts that are also alerts, as the live auditor would publish them."""
     guard: str = ""
     """Which guard decided (``gen_ai.guardrail.name``)."""
 

@@ -28,9 +28,9 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import httpx
 from fastapi import FastAPI, Request
@@ -38,11 +38,10 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ...infra import metrics
 from ...infra.config import Settings
-from ...infra.http import openai_error, require_bearer
+from ...infra.http import json_object, openai_error, require_bearer
 from ...infra.producer import EventProducer
 from ...schemas import (
     Control,
-    Decision,
     EpisodeEnded,
     EpisodeStarted,
     Event,
@@ -50,10 +49,8 @@ from ...schemas import (
     Step,
     Verdict,
 )
+from ...schemas.guard import GuardDecision
 from ...schemas.serving import version_of_fingerprint
-from ...streams.audit.engine import SUMMARY_CHECKER
-from ...streams.audit.guard import AuditGuard
-from ...streams.audit.processor import alert_of
 from ..control import ControlFollower, ControlSource, obey
 from ..policies.openai_chat import tokens_of
 from .conversations import (
@@ -74,6 +71,15 @@ GATEWAY_POLICY = "gateway"
 """``policy_name`` of gateway episodes when the request names no model."""
 
 
+class StepGuard(Protocol):
+    """What judges a returned tool call: the step with the episode before it. The command
+    line wires the auditor's fast tier in (``streams.audit.guard.AuditGuard``)."""
+
+    async def check(self, step: Step, context: Sequence[Step]) -> GuardDecision:
+        """Decide on ``step``'s action."""
+        ...
+
+
 class GatewayStats(metrics.Tally):
     """What the gateway did (a view over the metrics registry)."""
 
@@ -92,7 +98,6 @@ class Answered:
     upstream_ms: float
     total_ms: float
     status: int = 200
-    steps: list[Step] = field(default_factory=list)
 
 
 def refusal(reason: str) -> str:
@@ -111,7 +116,7 @@ class Gateway:
         upstream: str,
         settings: Settings,
         *,
-        guard: AuditGuard | None = None,
+        guard: StepGuard,
         control: ControlSource | bool = True,
         policy_version: int | None = None,
         record_tokens: bool = False,
@@ -124,7 +129,7 @@ class Gateway:
         if not self.upstream.endswith("/v1"):
             self.upstream += "/v1"
         self.settings = settings
-        self.guard = guard if guard is not None else AuditGuard()
+        self.guard = guard
         self._follow_control = control is True
         self.control: ControlSource | None = control if not isinstance(control, bool) else None
         self.policy_version = policy_version
@@ -209,7 +214,7 @@ class Gateway:
             )
         choice = reply["choices"][0]
         message = dict(choice.get("message") or {})
-        version = self._version(reply, conversation)
+        version = self._version(reply)
         token_ids, logprobs = tokens_of(choice.get("logprobs"))
         steps = steps_of(
             call,
@@ -240,9 +245,7 @@ class Gateway:
         self.conversations.answered(conversation, messages, message)
         self.stats.count("calls")
         total_ms = (time.perf_counter() - started) * 1000
-        return Answered(
-            reply, conversation.episode_id, reason is not None, upstream_ms, total_ms, 200, steps
-        )
+        return Answered(reply, conversation.episode_id, reason is not None, upstream_ms, total_ms)
 
     async def end(
         self, episode_id: str, outcome: Outcome, reward: float = 0.0, halted_by: list[str] = ()
@@ -298,7 +301,7 @@ class Gateway:
             }
         return reply
 
-    def _version(self, reply: dict[str, Any], conversation: Conversation) -> int:
+    def _version(self, reply: dict[str, Any]) -> int:
         if self.policy_version is not None:
             return self.policy_version
         served = version_of_fingerprint(reply.get("system_fingerprint"))
@@ -312,7 +315,6 @@ class Gateway:
         judged: list[Step] = []
         published: list[Verdict] = []
         reason: str | None = None
-        alert_rank = self.guard.engine.policy.alert_at.rank
         if self.control is not None and any(s.action.tool_call for s in steps):
             obeyed = await obey(
                 self.control, conversation.episode_id, handled, self.approval_timeout_s
@@ -323,13 +325,7 @@ class Gateway:
             if step.action.tool_call is not None and reason is None:
                 decision = await self.guard.check(step, [*conversation.steps, *judged])
                 published += decision.verdicts
-                published += [
-                    alert_of(v)
-                    for v in decision.verdicts
-                    if v.decision == Decision.BLOCK
-                    and v.severity.rank >= alert_rank
-                    and v.checker != SUMMARY_CHECKER  # alerts republish findings, as the worker's
-                ]
+                published += decision.alerts
                 if not decision.allow:
                     reason = decision.reason or "judged unsafe"
             if reason is not None and step.action.tool_call is not None:
@@ -406,12 +402,9 @@ class Gateway:
 
         @app.post("/v1/chat/completions")
         async def _chat(request: Request) -> Any:
-            try:
-                body = await request.json()
-            except json.JSONDecodeError as exc:
-                return openai_error(400, f"body is not JSON ({exc})")
-            if not isinstance(body, dict):
-                return openai_error(400, "body must be a JSON object")
+            body = await json_object(request)
+            if isinstance(body, JSONResponse):
+                return body
             headers = {k.lower(): v for k, v in request.headers.items()}
             if token:
                 headers.pop("authorization", None)  # the gateway's own token stays here

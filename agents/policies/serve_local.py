@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import time
@@ -37,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
-from ...infra.http import openai_error, require_bearer
+from ...infra.http import json_object, openai_error, require_bearer
 from ...schemas import ChatMessage, ToolSchema
 from ...schemas.serving import MODELS_FIELD, REVISION_FILE, ServedRevision
 from ..env import TaskSpec
@@ -211,12 +211,9 @@ class ModelServer:
 
         @app.post("/v1/chat/completions")
         async def _chat(request: Request) -> Any:
-            try:
-                body = await request.json()
-            except json.JSONDecodeError as exc:
-                return openai_error(400, f"body is not JSON ({exc})")
-            if not isinstance(body, dict):
-                return openai_error(400, "body must be a JSON object")
+            body = await json_object(request)
+            if isinstance(body, JSONResponse):
+                return body
             try:
                 return await self.complete(body)
             except ReloadFailed as exc:

@@ -22,6 +22,7 @@ from ...schemas import Decision, Step
 from ...schemas.guard import GuardDecision
 from . import registry
 from .engine import AuditEngine, Policy
+from .processor import alert_of
 from .text import message_text
 
 GUARD_NAME = "safactory.audit.guard"
@@ -51,6 +52,7 @@ class AuditGuard:
         audit = await self.engine.audit_step(step, context)
         latency = (time.perf_counter() - started) * 1000.0
         decisive = [v for v in audit.verdicts if v.decision in (Decision.BLOCK, Decision.WARN)]
+        alert_rank = self.engine.policy.alert_at.rank
         if any(v.decision == Decision.BLOCK for v in decisive):
             decision = Decision.BLOCK
         elif decisive:
@@ -65,6 +67,11 @@ class AuditGuard:
             latency_ms=latency,
             over_budget=latency > self.budget_ms,
             verdicts=audit.all_verdicts,
+            alerts=[
+                alert_of(v)
+                for v in audit.verdicts
+                if v.decision == Decision.BLOCK and v.severity.rank >= alert_rank
+            ],
             guard=GUARD_NAME,
         )
 

@@ -54,6 +54,13 @@ def _ids(db: Path, table: str) -> list[str]:
     return t.search().select(["event_id"]).limit(None).to_arrow()["event_id"].to_pylist()
 
 
+def _assert_each_event_once(db: Path, events: list) -> None:
+    for table in ("steps", "verdicts", "episodes"):
+        ids = _ids(db, table)
+        expected = sum(1 for e in events if e.TOPIC == table)
+        assert len(ids) == len(set(ids)) == expected, table
+
+
 async def test_sigkill_mid_stream_then_restart_stores_every_event_once(
     topics: Settings, producer: EventProducer, tmp_path: Path
 ) -> None:
@@ -79,13 +86,7 @@ async def test_sigkill_mid_stream_then_restart_stores_every_event_once(
     final = _sink_process(topics, db)
     out, _ = final.communicate(timeout=180)
     assert final.returncode == 0, out.decode()[-2000:]
-    for table, expected in (
-        ("steps", steps),
-        ("verdicts", sum(1 for e in events if e.TOPIC == "verdicts")),
-        ("episodes", sum(1 for e in events if e.TOPIC == "episodes")),
-    ):
-        ids = _ids(db, table)
-        assert len(ids) == len(set(ids)) == expected, table
+    _assert_each_event_once(db, events)
     assert set(_ids(db, "steps")) == {e.event_id for e in events if e.TOPIC == "steps"}
 
 
@@ -110,10 +111,4 @@ async def test_two_sinks_share_one_database_and_one_is_killed_mid_stream(
     assert _count(db, "steps") < steps, "the kill came after all the work was done"
     out, _ = survivor.communicate(timeout=240)
     assert survivor.returncode == 0, out.decode()[-2000:]
-    for table, expected in (
-        ("steps", steps),
-        ("verdicts", sum(1 for e in events if e.TOPIC == "verdicts")),
-        ("episodes", sum(1 for e in events if e.TOPIC == "episodes")),
-    ):
-        ids = _ids(db, table)
-        assert len(ids) == len(set(ids)) == expected, table
+    _assert_each_event_once(db, events)
