@@ -332,8 +332,10 @@ class EventConsumer:
                 self._store_offsets(polled.offsets)
             else:
                 self._uncommitted.update(polled.offsets)
+        assigned = self._consumer.assignment()
         for tp, offset in polled.offsets.items():
-            end = self._consumer.highwater(tp)
+            # a rebalance may have revoked it while the batch was handled
+            end = self._consumer.highwater(tp) if tp in assigned else None
             if end is not None:
                 metrics.set_lag(tp.topic, tp.partition, end - offset)
         self._polled.set()

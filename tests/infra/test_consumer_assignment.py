@@ -53,3 +53,45 @@ async def test_records_wait_for_a_slow_restore(topics: Settings, producer: Event
                 break
     assert handled_before_restore == []
     assert sorted(handled) == sorted(s.event_id for s in steps)
+
+
+async def test_a_batch_finishes_after_a_rebalance_took_its_partitions(
+    topics: Settings, producer: EventProducer
+) -> None:
+    """A second member joins while the first holds a batch: finishing it must not fail on
+    the partitions it lost, nor mark their offsets handled (their new owner reads them)."""
+    steps = [
+        Step(
+            episode_id=f"r{n}",
+            step_index=0,
+            env="t",
+            task_id="t",
+            policy_version=0,
+            observation="o",
+            action=Action(text="a"),
+        )
+        for n in range(60)
+    ]
+    await producer.publish_many(steps)
+
+    async def ignore(batch: list[Delivery]) -> None:
+        pass
+
+    first = EventConsumer(["steps"], "t-revoked-batch", batch_handler=ignore, settings=topics)
+    second = EventConsumer(["steps"], "t-revoked-batch", batch_handler=ignore, settings=topics)
+    async with first:
+        polled = None
+        for _ in range(40):
+            polled = await first.fetch(timeout_ms=250)
+            if polled is not None and len(polled.offsets) > 1:
+                break
+        assert polled is not None and len(polled.offsets) > 1
+        async with second:
+            for _ in range(100):  # the rebalance runs in the background
+                await second.fetch(timeout_ms=100)
+                if second.assignment() and len(first.assignment()) < len(polled.offsets):
+                    break
+            lost = set(polled.offsets) - first.assignment()
+            assert lost
+            await first.finish(polled)
+            assert not lost & set(first._uncommitted)
