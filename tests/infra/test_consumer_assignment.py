@@ -15,10 +15,11 @@ from safactory.schemas import Action, Step
 pytestmark = pytest.mark.integration
 
 
-async def test_records_wait_for_a_slow_restore(topics: Settings, producer: EventProducer) -> None:
-    steps = [
+def _steps(prefix: str, count: int) -> list[Step]:
+    """One first step each of ``count`` episodes, spread over the partitions by key."""
+    return [
         Step(
-            episode_id=f"e{n}",
+            episode_id=f"{prefix}{n}",
             step_index=0,
             env="t",
             task_id="t",
@@ -26,8 +27,12 @@ async def test_records_wait_for_a_slow_restore(topics: Settings, producer: Event
             observation="o",
             action=Action(text="a"),
         )
-        for n in range(30)
+        for n in range(count)
     ]
+
+
+async def test_records_wait_for_a_slow_restore(topics: Settings, producer: EventProducer) -> None:
+    steps = _steps("e", 30)
     await producer.publish_many(steps)
     restored: set[int] = set()
     handled_before_restore: list[int] = []
@@ -60,18 +65,7 @@ async def test_a_batch_finishes_after_a_rebalance_took_its_partitions(
 ) -> None:
     """A second member joins while the first holds a batch: finishing it must not fail on
     the partitions it lost, nor mark their offsets handled (their new owner reads them)."""
-    steps = [
-        Step(
-            episode_id=f"r{n}",
-            step_index=0,
-            env="t",
-            task_id="t",
-            policy_version=0,
-            observation="o",
-            action=Action(text="a"),
-        )
-        for n in range(60)
-    ]
+    steps = _steps("r", 60)
     await producer.publish_many(steps)
 
     async def ignore(batch: list[Delivery]) -> None:
