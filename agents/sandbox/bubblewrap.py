@@ -46,11 +46,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import logging
 import os
 import select
 import shlex
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import tempfile
@@ -60,9 +62,11 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from .limits import Limits, ProcessGroup, processes_of_this_user
 from .outbound import OutboundEndpoint, OutboundRecord, install_shims
+from .rootswap import ANCHOR, ANCHOR_BYTES, RootSwapper, SwapError, dev_listing, top_level
 
 AGENT_UID = 1000
 AGENT_HOME = "/home/agent"
@@ -73,7 +77,13 @@ bwrap's init inside the sandbox keeps the environment it was started with, and a
 read it from /proc/1/environ, so host variables (API keys, tokens) must never reach it."""
 _LAUNCH_ASSIGNMENTS = " ".join(shlex.quote(f"{k}={v}") for k, v in LAUNCH_ENV.items())
 _LIBC = ctypes.CDLL(None, use_errno=True)
+log = logging.getLogger(__name__)
 _MNT_DETACH = 2
+_DEVICE_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+"""The device nodes bwrap's ``--dev`` binds from the host's ``/dev``."""
+_OVERLAY_XATTRS = {"trusted.overlay.uuid", "trusted.overlay.origin", "trusted.overlay.impure"}
+"""What overlayfs writes on an upper layer's root (a command, without CAP_SYS_ADMIN on the
+host, can set no ``trusted.`` attribute)."""
 _DRAIN_S = 5.0
 """After a timeout kill, how long to wait for output before giving up on the pipes."""
 _HASH_SCRIPT = r"""cd "$1" && find . -xdev \( -path ./proc -o -path ./dev -o -path ./usr \
@@ -251,11 +261,23 @@ class Sandbox:
             d.mkdir()
         self._stack: tuple[str, ...] = ()
         self._next_layer = 0
+        self._generation = 0
         self._lock = threading.Lock()
         self._session: _Session | None = None
+        self._due: Literal["swap", "check"] | None = None
+        """What a restore left to do before the next command in the running session:
+        replace its root with the new live layer (:mod:`.rootswap`), or only check that
+        it holds nothing outside its filesystem (the episode changed no file)."""
+        self._stale: list[Path] = []
+        """Live layers a running session may still have mounted: deleted once it has not."""
+        self.sessions_started = 0
+        self.roots_swapped = 0
+        self.roots_kept = 0
+        """Counters: bubblewrap starts, roots replaced and roots kept by restores."""
         self.group = ProcessGroup(self.limits)
         self._seed(files)
         shutil.copystat(self.base, self.upper)
+        self._upper_made = _stamp(self.upper)
         self.shims = self.root / "shims"
         install_shims(self.shims)
         self.outbound = OutboundEndpoint(
@@ -285,6 +307,7 @@ class Sandbox:
             "usr",
             "opt/sf/bin",
             "run/sf",
+            ANCHOR.lstrip("/"),
             "var/tmp",
             "var/spool",
         ):
@@ -293,21 +316,13 @@ class Sandbox:
             if Path(f"/{link}").exists():
                 (self.base / link).symlink_to(f"usr/{link}")
         (self.base / "tmp").chmod(0o1777)
+        (self.base / "run/sf/outbound.sock").touch()  # bubblewrap binds the socket on it
         (self.base / "etc/passwd").write_text(
             f"root:x:0:0:root:/root:/bin/sh\nagent:x:{AGENT_UID}:{AGENT_UID}::{AGENT_HOME}:/bin/sh\n"
         )
         (self.base / "etc/group").write_text(f"root:x:0:\nagent:x:{AGENT_UID}:\n")
         (self.base / "etc/hostname").write_text("sandbox\n")
-        for path, spec in files.items():
-            content, mode = spec if isinstance(spec, tuple) else (spec, 0o644)
-            target = self.base / path.lstrip("/")
-            if not target.resolve().is_relative_to(self.base.resolve()):
-                raise SandboxError(f"seed path {path!r} leaves the sandbox root")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, str):
-                content = content.encode()
-            target.write_bytes(content)
-            target.chmod(mode)
+        _write_files(self.base, files)
 
     # ------------------------------------------------------------------ running
 
@@ -333,7 +348,7 @@ class Sandbox:
     def _mount_script(self, then: str, *, join: bool = False) -> str:
         """Mount the overlay in a private mount namespace, then ``then``; with ``join``,
         in the sandbox's cgroup (a session stays out of it: its commands are moved in)."""
-        options = f"lowerdir={self._lowerdir()},upperdir=upper,workdir=work"
+        options = f"lowerdir={self._lowerdir()},upperdir={self.upper.name},workdir={self.work.name}"
         if self._rootless:
             options += ",userxattr"
         joined = self.group.join_script() if join else ""
@@ -358,10 +373,15 @@ class Sandbox:
             "--bind",
             str(self.outbound.path),
             "/run/sf/outbound.sock",
+            "--size",
+            str(ANCHOR_BYTES),
+            "--tmpfs",
+            ANCHOR,
             "--proc",
             "/proc",
             "--dev",
             "/dev",
+            *self._private_devices(),
             "--unshare-all",
             "--unshare-user",
             "--uid",
@@ -392,6 +412,24 @@ class Sandbox:
             cwd,
         ]
 
+    def _private_devices(self) -> list[str]:
+        """bwrap options that put nodes of the session's own over the device nodes
+        ``--dev`` binds from the host: the agent's uid is the host's root, so through the
+        host's nodes it could chmod or touch them on the host. Made afresh for each
+        session (rootless, the agent cannot change the host's nodes, nor may we mknod)."""
+        if self._rootless:
+            return []
+        devices = self.root / "devices"
+        _remove_tree(devices)
+        devices.mkdir(mode=0o755)
+        options = []
+        for name in _DEVICE_NODES:
+            node = devices / name
+            os.mknod(node, stat.S_IFCHR | 0o666, os.stat(f"/dev/{name}").st_rdev)
+            node.chmod(0o666)  # mknod applies the umask
+            options += ["--dev-bind", str(node), f"/dev/{name}"]
+        return options
+
     def run(
         self,
         command: str,
@@ -405,6 +443,7 @@ class Sandbox:
             raise SandboxError("sandbox is closed")
         with self._lock:
             try:
+                self._settle_restore()
                 session = self._session or self._start_session()
                 return session.run(command, cwd, timeout_s or self.limits.timeout_s)
             except _SessionLost as lost:  # the command ended the server (kill -9 -1, ...)
@@ -413,6 +452,14 @@ class Sandbox:
             finally:
                 self.group.kill_all()
                 self.outbound.settle()
+
+    def start_session(self) -> None:
+        """Start the session now rather than at the first command (a pool warms its
+        environments with it)."""
+        with self._lock:
+            self._settle_restore()
+            if self._session is None:
+                self._start_session()
 
     def end_session(self) -> None:
         """Stop the running session, if any (the episode ended: free its processes)."""
@@ -449,8 +496,9 @@ class Sandbox:
         finally:
             os.close(read_end)
         self._session = _Session(proc, self.group)
+        self.sessions_started += 1
         try:
-            self._session.ready()
+            self._session.ready(swappable=not self._rootless)
         except BaseException:
             self._end_session()
             raise
@@ -459,9 +507,45 @@ class Sandbox:
     def _end_session(self) -> None:
         """Stop the session (the caller holds the lock): its overlay is unmounted with it."""
         session, self._session = self._session, None
+        self._due = None
         if session is not None:
             session.stop()
             self.group.kill_all(session=True)
+        for stale in self._stale:
+            _remove_tree(stale)
+        self._stale.clear()
+
+    def _settle_restore(self) -> None:
+        """After a restore, before a command: give the running session the current layers
+        as its root, or end it when that cannot be done cleanly (the command then starts a
+        new one)."""
+        due, self._due = self._due, None
+        session = self._session
+        if due is None or session is None:
+            return
+        try:
+            reason = session.residue()
+            if reason is None and due == "check":
+                self.roots_kept += 1
+                return
+            if reason is None:
+                options = {
+                    "lowerdir": ":".join(
+                        [*(str(self.layers_dir / n) for n in reversed(self._stack)), str(self.base)]
+                    ),
+                    "upperdir": str(self.upper),
+                    "workdir": str(self.work),
+                }
+                session.swap(options)
+                self.roots_swapped += 1
+                for stale in self._stale:
+                    _remove_tree(stale)
+                self._stale.clear()
+                return
+        except (SwapError, OSError) as exc:
+            reason = f"root swap failed: {exc}"
+        log.info("sandbox %s: new session (%s)", self.root, reason)
+        self._end_session()
 
     # ------------------------------------------------------------------ state
 
@@ -472,28 +556,55 @@ class Sandbox:
             name = str(self._next_layer)
             self._next_layer += 1
             self.upper.rename(self.layers_dir / name)
+            _remove_tree(self.work)
             self._stack = (*self._stack, name)
             self._fresh_upper()
             return self._stack
 
-    def restore(self, anchor: tuple[str, ...]) -> None:
-        """Return the filesystem exactly to ``anchor`` (from :meth:`checkpoint`)."""
+    def restore(
+        self,
+        anchor: tuple[str, ...],
+        files: Mapping[str, str | bytes | tuple[str | bytes, int]] | None = None,
+    ) -> None:
+        """Return the filesystem exactly to ``anchor`` (from :meth:`checkpoint`), with
+        ``files`` (as for the constructor) added. A running session is kept: before its
+        next command its root is replaced, or, when nothing changed since the same anchor,
+        kept as it is."""
         with self._lock:
-            self._end_session()
             for name in anchor:
                 if not (self.layers_dir / name).is_dir():
                     raise SandboxError(f"anchor layer {name!r} does not exist in {self.root}")
-            _remove_tree(self.upper)
+            session = self._session
+            if session is not None and session.swappable:
+                if tuple(anchor) == self._stack and not files and self._untouched():
+                    self._due = self._due or "check"
+                    return
+                self._stale += [self.upper, self.work]
+                self._due = "swap"
+            else:
+                self._end_session()
+                _remove_tree(self.upper)
+                _remove_tree(self.work)
             self._stack = tuple(anchor)
             self._fresh_upper()
+            _write_files(self.upper, files or {})
+
+    def _untouched(self) -> bool:
+        """Whether the live layer is as :meth:`_fresh_upper` made it: nothing in it, its
+        root's metadata unchanged (any change to the merged tree is made in it)."""
+        return not any(os.scandir(self.upper)) and _stamp(self.upper) == self._upper_made
 
     def _fresh_upper(self) -> None:
-        """An empty live layer whose root carries the top frozen layer's metadata (the
-        merged root's mode and mtime come from the upper layer)."""
+        """An empty live layer (new ``upper``/``work`` directories) whose root carries the
+        top frozen layer's metadata (the merged root's mode and mtime come from the upper
+        layer)."""
+        self._generation += 1
+        self.upper = self.root / f"upper.{self._generation}"
+        self.work = self.root / f"work.{self._generation}"
         self.upper.mkdir()
         top = self.layers_dir / self._stack[-1] if self._stack else self.base
         shutil.copystat(top, self.upper)
-        _remove_tree(self.work)
+        self._upper_made = _stamp(self.upper)
         self.work.mkdir()
 
     def adopt_layers(self, other: Sandbox, anchor: tuple[str, ...]) -> None:
@@ -609,6 +720,19 @@ class _SessionLost(Exception):
         self.code, self.reason, self.timed_out = code, reason, timed_out
 
 
+_SWAPPER: RootSwapper | None = None
+_SWAPPER_LOCK = threading.Lock()
+
+
+def _swapper() -> RootSwapper:
+    """The process's one thread that enters sessions' namespaces."""
+    global _SWAPPER
+    with _SWAPPER_LOCK:
+        if _SWAPPER is None:
+            _SWAPPER = RootSwapper()
+        return _SWAPPER
+
+
 class _Session:
     """The host's end of one session: the launch chain and the command server in it."""
 
@@ -621,19 +745,43 @@ class _Session:
         self._buffer = bytearray()
         self.server = 0
         """The command server's host pid."""
+        self.swappable = False
+        """Whether its root can be replaced (as root; see :mod:`.rootswap`)."""
+        self._mounts: dict[int, str] = {}
+        self._dev: frozenset[tuple[str, int, int, str]] = frozenset()
+        self._queues = -1
 
-    def ready(self, timeout_s: float = 15.0) -> None:
+    def ready(self, timeout_s: float = 15.0, *, swappable: bool = False) -> None:
         """Wait for the server's hello; find its host pid (the descendant of the launch
-        chain whose innermost PID is the one it announced)."""
+        chain whose innermost PID is the one it announced); with ``swappable``, note the
+        mounts and ``/dev`` a root swap must carry over and find unchanged."""
         _, body = self._expect(b"R", time.monotonic() + timeout_s)
         inner = int(body)
         for _ in range(100):
             found = _descendant_with_inner_pid(self.proc.pid, inner)
             if found:
                 self.server = found
-                return
+                break
             time.sleep(0.01)
-        raise SandboxError("the sandbox's command server started but cannot be found")
+        else:
+            raise SandboxError("the sandbox's command server started but cannot be found")
+        if swappable:
+            try:
+                _, top = top_level(self.server)
+                self._mounts = {m.id: m.path for m in top if m.path != ANCHOR}
+                self._dev = dev_listing(self.server)
+                self._queues = _swapper().queues(self.server)
+                self.swappable = len(self._mounts) == len(top) - 1
+            except (SwapError, OSError) as exc:
+                log.info("sandbox session %d: root swaps off (%s)", self.server, exc)
+
+    def residue(self) -> str | None:
+        """State the session holds outside its root filesystem, if any."""
+        return _swapper().residue(self.server, self._dev, self._queues)
+
+    def swap(self, overlay: dict[str, str]) -> None:
+        """Make the overlay of ``overlay`` the session's root (:func:`.rootswap`)."""
+        _swapper().swap(self.server, overlay, self._mounts)
 
     def run(self, command: str, cwd: str, timeout_s: float) -> CommandResult:
         """One command: sent, its shell moved into the cgroup and let go, its answer read;
@@ -681,6 +829,9 @@ class _Session:
             self.proc.wait()
         with contextlib.suppress(OSError):
             self.proc.stdout.close()  # type: ignore[union-attr]
+        if self._queues >= 0:
+            os.close(self._queues)
+            self._queues = -1
 
     def _send(self, kind: bytes, payload: bytes = b"") -> None:
         data = _FRAME.pack(kind, len(payload)) + payload
@@ -711,6 +862,28 @@ class _Session:
             if not chunk:
                 raise _SessionLost(137, "the sandbox's command server ended")
             self._buffer += chunk
+
+
+def _write_files(root: Path, files: Mapping[str, str | bytes | tuple[str | bytes, int]]) -> None:
+    """Write ``files`` (path → content, or (content, mode)) under ``root``."""
+    for path, spec in files.items():
+        content, mode = spec if isinstance(spec, tuple) else (spec, 0o644)
+        target = root / path.lstrip("/")
+        if not target.resolve().is_relative_to(root.resolve()):
+            raise SandboxError(f"path {path!r} leaves the sandbox root")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str):
+            content = content.encode()
+        target.write_bytes(content)
+        target.chmod(mode)
+
+
+def _stamp(directory: Path) -> tuple[int, int, int, int, tuple[str, ...]]:
+    """What a command can change of a directory itself: mode, owner, group, mtime and
+    extended attributes (less those overlayfs sets on an upper layer when mounting it)."""
+    info = directory.stat()
+    attributes = (a for a in os.listxattr(directory) if a not in _OVERLAY_XATTRS)
+    return info.st_mode, info.st_uid, info.st_gid, info.st_mtime_ns, tuple(sorted(attributes))
 
 
 def _children(pid: int) -> list[int]:

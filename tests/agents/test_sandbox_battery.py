@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import threading
 import time
@@ -107,6 +108,29 @@ def test_escape_write_outside_root(sandbox: Sandbox, host_canary: Path) -> None:
     assert "done" in result.stdout
     assert not target.exists()
     assert not Path("/usr/pwned").exists()
+
+
+def test_escape_change_host_device_nodes(sandbox: Sandbox) -> None:
+    """The device nodes are the host's own (bind mounts): using them is fine, changing
+    their mode, owner or times would change them on the host."""
+    devices = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"]
+    before = {d: os.stat(d) for d in devices}
+    try:
+        result = sandbox.run(
+            "".join(f"chmod 600 {d}; touch {d}; chown 0 {d}; " for d in devices)
+            + "echo used > /dev/null && head -c 4 /dev/zero | wc -c"
+        )
+        changed = [d for d, was in before.items() if _node(os.stat(d)) != _node(was)]
+    finally:  # a regression must not leave this host without a usable /dev/null
+        for device, was in before.items():
+            os.chmod(device, stat.S_IMODE(was.st_mode))
+            os.utime(device, ns=(was.st_atime_ns, was.st_mtime_ns))
+    assert result.stdout.strip() == "4"
+    assert changed == []
+
+
+def _node(info: os.stat_result) -> tuple[int, int, int, int]:
+    return info.st_mode, info.st_uid, info.st_gid, info.st_mtime_ns
 
 
 def test_escape_read_host_files(sandbox: Sandbox, host_canary: Path) -> None:
