@@ -1,10 +1,13 @@
 """Pre-warmed environments and concurrent episodes.
 
-:class:`EnvPool` keeps ``size`` environments of one kind built, prepared (for the OS env:
-sandbox up, home seeded, clean layer frozen) and health-checked, refilling in the
-background as they are taken; a returned environment goes back if it is healthy and the
-pool is short, otherwise it is closed. :class:`ActorPool` runs many episodes at once
-(asyncio) against the pools, with bounded concurrency and per-episode timeouts.
+:class:`EnvPool` keeps ``size`` environments of one kind, in use or ready: built, prepared
+(for the OS env: sandbox up, home seeded, clean layer frozen) and health-checked. A returned
+environment is ready again if it is healthy and reusable; otherwise it is closed and a new
+one is built in the background. (Building spares while every environment was in use cost
+the OS env a new sandbox per episode, and closed the returned ones.)
+
+:class:`ActorPool` runs many episodes at once (asyncio) against the pools, with bounded
+concurrency and per-episode timeouts.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ def _build(env_name: str) -> Environment:
 
 
 class EnvPool:
-    """``size`` ready environments of kind ``env_name``; see the module docstring."""
+    """``size`` environments of kind ``env_name``, in use or ready; see the module
+    docstring."""
 
     def __init__(
         self, env_name: str, size: int = 4, factory: Callable[[], Environment] | None = None
@@ -58,6 +62,8 @@ class EnvPool:
         self._factory = factory or (lambda: _build(env_name))
         self._ready: asyncio.Queue[Environment] = asyncio.Queue()
         self._building = 0
+        self._out = 0
+        """Environments handed out and not yet returned."""
         self._wake = asyncio.Event()
         self._added = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -98,7 +104,7 @@ class EnvPool:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self._ready.qsize() + self._building < self.size:
+            while self._ready.qsize() + self._building + self._out < self.size:
                 self._building += 1
                 try:
                     env = await asyncio.to_thread(self._factory)
@@ -130,19 +136,21 @@ class EnvPool:
             self._added.set()
 
     async def acquire(self) -> Environment:
-        """A ready environment (waits if none is ready yet); the refill starts at once."""
+        """A ready environment (waits if none is ready yet)."""
         if self._task is None:
             await self.start(wait=False)
         while self._ready.empty():
             await self._wait_added()
         env = self._ready.get_nowait()
         self.stats.acquired += 1
-        self._wake.set()
+        self._out += 1
         return env
 
     async def release(self, env: Environment, reusable: bool = True) -> None:
-        """Give ``env`` back: kept if healthy and the pool is short, else closed."""
-        if reusable and self._ready.qsize() + self._building < self.size:
+        """Give ``env`` back: ready again if reusable and healthy, else closed (and a new
+        one built)."""
+        self._out -= 1
+        if reusable and self._ready.qsize() + self._building + self._out < self.size:
             if await asyncio.to_thread(env.healthy):
                 self.stats.reused += 1
                 self._ready.put_nowait(env)
