@@ -2,8 +2,9 @@
 
 Order of events on the wire for an episode: ``EpisodeStarted``, then each ``Step`` (acked
 by the cluster before the agent moves on, stamped with the ``sf-policy-version`` of the
-weights that chose its action), then ``EpisodeEnded`` with the environment's own judgement
-of task success and safety. All three are keyed by the episode id, so they stay in order
+weights that chose its action; the environment judges the episode while its last step is
+being acked), then ``EpisodeEnded`` with the environment's own judgement of task success
+and safety. All three are keyed by the episode id, so they stay in order
 in one partition.
 
 With a :class:`~.control.ControlSource` the runner obeys ``sf.control`` between steps and
@@ -19,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..schemas import (
     ChatMessage,
@@ -45,6 +47,7 @@ from .guard import Guard, ProposedAction
 from .policies.base import Policy, PolicyInput
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 HARD_STEP_LIMIT = 1000
 """Steps after which the runner stops an episode whose env never truncates it."""
 
@@ -270,7 +273,7 @@ class EpisodeRunner:
             elif not out.terminated and out.observation:
                 added.append(ChatMessage(role="user", content=out.observation))
             messages.extend(added)
-            await self.publisher.publish(
+            sending = self.publisher.publish(
                 Step(
                     episode_id=state.episode_id,
                     step_index=index,
@@ -299,11 +302,15 @@ class EpisodeRunner:
                     trace_id=task.trace_id,
                 )
             )
+            if out.terminated or out.truncated:  # judge the episode while its step is acked
+                judgement = await _both(sending, self._call(env, env.judge))
+                state.steps, state.version = state.steps + 1, version
+                break
+            await sending
             state.steps, state.version = state.steps + 1, version
             observation = out.observation
-            if out.terminated or out.truncated:
-                break
-        judgement = await self._call(env, env.judge)
+        else:
+            judgement = await self._call(env, env.judge)
         if judgement.success:
             outcome = Outcome.SUCCESS
         elif not out.terminated:
@@ -480,3 +487,13 @@ class _EpisodeState:
     """A branch's parent episode and the step it branched at."""
     flagged: Flagged | None = None
     """The anchor before the first flagged action (exploration)."""
+
+
+async def _both(first: Awaitable[Any], second: Awaitable[T]) -> T:
+    """Await both at once; ``second``'s result. Neither is left running when one fails
+    (the environment must not be handed back while a call still uses it)."""
+    done, result = await asyncio.gather(first, second, return_exceptions=True)
+    for outcome in (done, result):
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return result  # type: ignore[return-value]
