@@ -17,7 +17,7 @@ Figures (the bench each is a short run of; higher or lower is better):
 * streaming audit p99 at 2,000 steps/s, fast tier: ``audit_latency.py``, 4 s; lower;
 * per-step audit p99, full offline set: ``audit_latency.py`` part 1, 60 steps; lower;
 * sink ÷ raw LanceDB append: ``sink_ingest.py``, 10,000 rows; higher;
-* OS-shell steps/s at concurrency 32: ``sim_throughput.py``, 64 episodes; higher;
+* OS-shell steps/s at concurrency 32: ``sim_throughput.py``, 256 episodes; higher;
 * batch audit of 120 R-Judge traces, the CLI from its start (s): ``safactory audit``; lower.
 """
 
@@ -132,7 +132,7 @@ def os_shell(settings: Settings) -> dict[str, float]:
         )
         await create_topics(topics)
         async with EventProducer(topics) as producer:
-            _, steps, wall, _ = await level(producer, "os", 32, 64)
+            _, steps, wall, _ = await level(producer, "os", 32, 256)
         return steps / wall
 
     return {"OS-shell steps/s at 32": asyncio.run(run())}

@@ -9,7 +9,7 @@ CPU is this process plus its reaped children (sandbox commands), as a share of o
 the broker's CPU is not included.
 
     python bench/sim_throughput.py --envs tools,os --levels 1,8,32,128 \
-        --episodes 96 --python-episodes 256
+        --episodes 320 --python-episodes 256
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ if __name__ == "__main__":
     parser.add_argument("--envs", default="tools,os", help="comma-separated env names")
     parser.add_argument("--levels", default="1,8,32,128", help="concurrency levels")
     parser.add_argument(
-        "--episodes", type=int, default=96, help="episodes per level for sandboxed envs"
+        "--episodes", type=int, default=320, help="episodes per level for sandboxed envs"
     )
     parser.add_argument(
         "--python-episodes", type=int, default=256, help="episodes per level, pure-Python envs"

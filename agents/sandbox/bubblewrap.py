@@ -4,7 +4,8 @@ Layout of one sandbox's state directory (on a size-limited tmpfs when we may mou
 
     base/          the seeded root: /home/agent (documents, ~/.ssh, configs), /etc, /tmp
     layers/<n>/    frozen upper layers, immutable once made (one per checkpoint)
-    upper/ work/   the live writable layer
+    upper.<n>/ work.<n>/   the live writable layer (a new pair at each restore)
+    devices/       the session's own device nodes
     merged/        mount point (mounted only inside each command's private mount namespace)
     outbound.sock  the fake outbound endpoint (see :mod:`.outbound`)
 
@@ -17,17 +18,19 @@ the host's ``python3`` from the read-only ``/usr``, not dumpable, so the agent c
 trace it nor open its pipes); each command is a fresh ``/bin/sh -c`` the server forks,
 moved by the host into the sandbox's cgroup before it may run, its stdout and stderr relayed
 back capped. When a command returns, every process it left is killed (the server sweeps the
-PID namespace, the host empties the cgroup), so commands share only the filesystem, as
-before; a session lasts until the filesystem's layers change (checkpoint, restore) or the
-episode ends (:meth:`Sandbox.end_session`), so an episode costs one bubblewrap start instead
-of one per command (``bench/sim_throughput.py``).
+PID namespace, the host empties the cgroup), so commands share only the filesystem. A
+session lasts until a checkpoint, :meth:`Sandbox.end_session` or close: a restore replaces
+its root filesystem in place before the next command (:mod:`.rootswap`, unless the session
+holds state outside its filesystem), so many episodes cost one bubblewrap start
+(``bench/sim_throughput.py``). The device nodes are the session's own, not the host's
+(the agent's uid is the host's root: through the host's nodes it could chmod them).
 
-A checkpoint ends the session, renames ``upper`` to a new frozen layer and starts an empty
-``upper`` on top; an anchor is the tuple of frozen layers. Restoring discards ``upper`` and
-mounts the anchor's layers again (the next session does): the merged tree is exactly what it
-was (deletions are whiteouts and permission changes are copy-ups, both inside the frozen
-layer). A command's processes never outlive it, so the layers plus the environment's own
-Python state are all the state an anchor has to hold.
+A checkpoint ends the session, renames the live layer to a new frozen layer and starts an
+empty one on top; an anchor is the tuple of frozen layers. Restoring discards the live layer
+and mounts the anchor's layers with a new one: the merged tree is exactly what it was
+(deletions are whiteouts and permission changes are copy-ups, both inside the frozen layer).
+A command's processes never outlive it, so the layers plus the environment's own Python
+state are all the state an anchor has to hold.
 
 The sandbox cannot grow the host process: a command's stdout and stderr are read in chunks
 and only their first ``Limits.max_output_bytes`` kept, and the outbound endpoint keeps
