@@ -31,12 +31,21 @@ def ask(
     ] = Path("dataelf-run"),
     db: DbOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="run without asking")] = False,
+    private: Annotated[
+        bool,
+        typer.Option(
+            "--private",
+            help="run in a sandbox (no network, database read-only); only aggregates, plots "
+            "and masked exports leave, raw rows are never printed",
+        ),
+    ] = False,
 ) -> None:
     """Print a plan in words and as JSON, then run it on confirmation (--yes to skip).
     The run folder holds the plan with its results, so `--plan <out>/plan.json` reruns it
     to the same bytes. Operators: select, where, aggregate, top, sample, export, plot."""
     from ..sinks.dataelf.operators import PlanError
     from ..sinks.dataelf.plan import load_plan, preview, run_plan
+    from ..sinks.dataelf.private import run_private
     from ..sinks.query import QueryError
 
     if plan_file is None:
@@ -54,9 +63,14 @@ def ask(
     if not yes and not typer.confirm("run it?"):
         raise typer.Exit(1)
     try:
-        table, manifest = run_plan(plan, lance_location(db), out)
+        if private:
+            shown, manifest = run_private(plan, lance_location(db), out)
+        else:
+            table, manifest = run_plan(plan, lance_location(db), out)
+            shown = preview(table)
     except (PlanError, QueryError) as exc:
         raise _fail(str(exc), code=2) from None
-    console.print(preview(table), highlight=False, markup=False)
+    console.print(shown, highlight=False, markup=False)
     files = ", ".join(sorted(k for k in manifest if k != "rows")) or "none"
-    console.print(f"{manifest['rows']} rows; wrote {files} in {out}", highlight=False)
+    rows = f"{manifest['rows']} rows; " if "rows" in manifest else ""  # private: not said
+    console.print(f"{rows}wrote {files} in {out}", highlight=False)

@@ -25,6 +25,7 @@ from ...schemas import Severity, Trajectory
 from ..export import chat_record
 from ..location import Db
 from ..query import TABLES, Selection, open_table, where_clause
+from .masking import mask_columns, mask_value
 
 HIDDEN_COLUMNS = frozenset({"payload", "vector", "source_topic", "source_partition"})
 """Columns a ``select`` leaves out unless it names them (raw events, embeddings, plumbing)."""
@@ -43,6 +44,8 @@ class RunContext:
     outputs: list[Path] = field(default_factory=list)
     source_table: str | None = None
     """The table the rows came from (``export`` needs it to know what a row is)."""
+    private: bool = False
+    """Private mode: what leaves (exports, aggregate keys) is masked (:mod:`.private`)."""
 
 
 class Operator(BaseModel):
@@ -182,7 +185,8 @@ class Aggregate(Operator):
         names = {"count_all": "count", f"{self.mean}_mean": f"mean_{self.mean}"}
         grouped = grouped.rename_columns([names.get(n, n) for n in grouped.column_names])
         ordered = [*self.by, "count", *([f"mean_{self.mean}"] if self.mean else [])]
-        return grouped.select(ordered).sort_by([(b, "ascending") for b in self.by])
+        grouped = grouped.select(ordered).sort_by([(b, "ascending") for b in self.by])
+        return mask_columns(grouped) if ctx.private else grouped
 
 
 @register
@@ -244,9 +248,13 @@ class Export(Operator):
             with path.open("w", encoding="utf-8") as fh:
                 for payload in table["payload"].to_pylist():
                     record = chat_record(Trajectory.model_validate_json(payload))
+                    if ctx.private:
+                        record = mask_value(record)
                     fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
         else:
             visible = table.select([n for n in table.column_names if n not in HIDDEN_COLUMNS])
+            if ctx.private:
+                visible = mask_columns(visible)
             if self.format == "parquet":
                 pq.write_table(visible, path)
             else:

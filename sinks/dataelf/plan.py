@@ -79,12 +79,14 @@ def load_plan(path: Path) -> Plan:
         raise PlanError(f"{path}: {first['msg'].removeprefix('Value error, ')}") from None
 
 
-def run_plan(plan: Plan, db: Db, out: Path) -> tuple[pa.Table, dict[str, str]]:
+def run_plan(
+    plan: Plan, db: Db, out: Path, *, private: bool = False
+) -> tuple[pa.Table, dict[str, str]]:
     """Run ``plan`` on ``db``, writing into ``out`` (created): its outputs, ``plan.json``
     and ``manifest.json`` (sha256 of every output). Returns the last table and the
-    manifest."""
+    manifest. ``private`` masks what the run writes (:mod:`.private` runs it sandboxed)."""
     out.mkdir(parents=True, exist_ok=True)
-    ctx = RunContext(db, out)
+    ctx = RunContext(db, out, private=private)
     table: pa.Table | None = None
     for step in plan.steps:
         table = step.apply(table, ctx)

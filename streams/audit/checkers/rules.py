@@ -280,7 +280,8 @@ class CredentialExfiltration(Checker):
         return []
 
 
-def _luhn(digits: str) -> bool:
+def luhn(digits: str) -> bool:
+    """Whether the 13 to 19 digits in ``digits`` pass the payment-card checksum."""
     nums = [int(d) for d in digits if d.isdigit()]
     if not 13 <= len(nums) <= 19:
         return False
@@ -327,7 +328,7 @@ class PiiPatterns(OutboundAware):
         findings = super().check(view)
         for span in self.spans(step):
             for match in self.card.finditer(span.text):
-                if _luhn(match.group(0)):
+                if luhn(match.group(0)):
                     findings.append(
                         Finding(
                             self.risk_type,

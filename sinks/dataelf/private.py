@@ -1,0 +1,151 @@
+"""Private DataElf runs: data usable but not seen.
+
+A private plan runs as a job in a bubblewrap sandbox: no network (its own empty network
+namespace), every capability dropped, the interpreter, the project and the database mounted
+read-only, only the run's output folder writable. What leaves is checked by the host after
+the job, not trusted from it:
+
+- the plan must end in an aggregate, a plot or an export (:func:`refusal`): a plan whose
+  result is raw rows is refused before anything runs;
+- the folder may hold only the files the plan names (its exports and plots), ``plan.json``
+  and the manifest, which the host writes again; anything else, and the whole run is
+  discarded;
+- exports are masked by the auditor's secret and personal-data rules (inside the job, and
+  again by the host), as are aggregate keys and whatever the job prints, which it prints
+  only when the plan aggregated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ...streams.audit.mask import mask_text
+from ..location import Db, location
+from .masking import mask_file
+from .operators import Export, PlanError, Plot
+from .plan import MANIFEST_FILE, PLAN_FILE, Plan
+
+RESULT_STEPS = frozenset({"aggregate", "plot", "export"})
+"""What a private plan may end with."""
+JOB_TIMEOUT_S = 600.0
+JOB_PLAN = "/sf-plan.json"
+"""Where the job finds its plan."""
+_PROJECT = Path(__file__).resolve().parents[2]
+"""The package's folder (an editable install imports from it)."""
+
+
+def refusal(plan: Plan) -> str | None:
+    """Why ``plan`` may not run privately (None: it may)."""
+    last = plan.steps[-1].NAME
+    if last not in RESULT_STEPS:
+        return (
+            f"private mode: the plan's result would be raw rows (it ends with {last}); end "
+            "it with aggregate, plot or export (exports are masked)"
+        )
+    return None
+
+
+def run_private(plan: Plan, db: Db, out: Path) -> tuple[str, dict[str, str]]:
+    """Run ``plan`` on ``db`` in the sandbox into ``out`` (new or empty); returns what the
+    job printed (masked) and the manifest. :class:`PlanError` when refused or failed."""
+    reason = refusal(plan)
+    if reason is not None:
+        raise PlanError(reason)
+    where = location(db)
+    if where.remote:
+        raise PlanError(f"private mode reads a local database (the sandbox has no network): {db}")
+    folder = Path(where.uri).resolve()
+    if shutil.which("bwrap") is None:
+        raise PlanError("private mode needs bubblewrap: apt-get install -y bubblewrap")
+    if out.exists() and any(out.iterdir()):
+        raise PlanError(f"--out {out}: private mode writes into a new or empty folder")
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="sf-dataelf-") as staging:
+        plan_path = Path(staging) / PLAN_FILE
+        plan_path.write_text(plan.model_dump_json())
+        done = subprocess.run(
+            _sandboxed(plan_path, folder, out.resolve()),
+            capture_output=True,
+            text=True,
+            timeout=JOB_TIMEOUT_S,
+        )
+    if done.returncode != 0:
+        _discard(out)
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise PlanError(f"the private job failed: {lines[-1] if lines else done.returncode}")
+    return _released(plan, out, done.stdout)
+
+
+def _sandboxed(plan_path: Path, db: Path, out: Path) -> list[str]:
+    """The job's command line: bubblewrap around this interpreter running :func:`job`."""
+    readable = {Path(sys.prefix), Path(sys.base_prefix), _PROJECT, db}
+    readable |= {Path(p) for p in sys.path if p and Path(p).is_dir()}
+    readable -= {Path("/tmp")}  # the job's /tmp is its own
+    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    argv += ["--ro-bind", "/usr", "/usr", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for link in ("bin", "lib", "lib64", "sbin"):
+        top = Path("/") / link
+        if top.is_symlink():
+            argv += ["--symlink", str(top.readlink()), str(top)]
+        elif top.is_dir():
+            argv += ["--ro-bind", str(top), str(top)]
+    paths = sorted(p.resolve() for p in readable)
+    for path in (p for p in paths if not p.is_relative_to("/usr")):
+        argv += ["--ro-bind", str(path), str(path)]
+    argv += ["--ro-bind", str(plan_path), JOB_PLAN, "--bind", str(out), str(out)]
+    argv += ["--clearenv", "--setenv", "HOME", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp"]
+    imports = [str(Path(p).resolve()) for p in sys.path if p and Path(p).is_dir()]
+    argv += ["--setenv", "PYTHONPATH", ":".join(imports)]  # operators of installed plugins
+    argv += ["--chdir", "/tmp", "--", sys.executable, "-m", __name__]
+    return [*argv, JOB_PLAN, str(db), str(out)]
+
+
+def _released(plan: Plan, out: Path, printed: str) -> tuple[str, dict[str, str]]:
+    """Check and mask what the job left; the manifest, written by the host."""
+    named = {s.name: s for s in plan.steps if isinstance(s, Export | Plot)}
+    found = {p.name for p in out.iterdir()}
+    extra = sorted(found - set(named) - {PLAN_FILE, MANIFEST_FILE})
+    if extra:
+        _discard(out)
+        raise PlanError(f"the private job wrote files its plan does not name: {extra}; discarded")
+    manifest = {}
+    for name, step in named.items():
+        path = out / name
+        if isinstance(step, Export):
+            try:
+                mask_file(path, step.format)
+            except (ValueError, OSError) as exc:
+                _discard(out)
+                raise PlanError(f"the private job's {name} is not {step.format}: {exc}") from None
+        manifest[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (out / PLAN_FILE).write_text(plan.model_dump_json(indent=2) + "\n")
+    (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return mask_text(printed), manifest
+
+
+def _discard(out: Path) -> None:
+    for path in out.iterdir():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def job(plan_file: Path, db: Path, out: Path) -> None:
+    """Inside the sandbox: run the plan privately; print its result if it aggregated."""
+    from .plan import load_plan, preview, run_plan
+
+    plan = load_plan(plan_file)
+    table, _ = run_plan(plan, db, out, private=True)
+    if any(step.NAME == "aggregate" for step in plan.steps):
+        print(preview(table))
+
+
+if __name__ == "__main__":
+    job(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
