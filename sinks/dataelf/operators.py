@@ -227,6 +227,70 @@ class Sample(Operator):
 
 
 @register
+class Join(Operator):
+    """Each row with the matching rows of a stored ``table`` (``left_on`` here equal to
+    ``right_on`` there; default: the verdicts of each step), its ``columns`` added with the
+    table's name as prefix; rows without a match are kept (``inner`` drops them)."""
+
+    NAME: ClassVar[str] = "join"
+    op: Literal["join"] = "join"
+    table: Literal["steps", "episodes", "verdicts", "trajectories", "scores", "skills"] = "verdicts"
+    left_on: str = "event_id"
+    right_on: str = "source_event_id"
+    columns: list[str] = Field(
+        default_factory=lambda: ["checker", "risk_type", "severity", "decision"], min_length=1
+    )
+    inner: bool = False
+
+    def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
+        assert table is not None
+        _column(table, self.left_on, "join")
+        other = open_table(ctx.db, self.table)
+        unknown = sorted({self.right_on, *self.columns} - set(other.schema.names))
+        if unknown:
+            raise PlanError(
+                f"join: table {self.table!r} has no column(s) {', '.join(unknown)}; it has "
+                f"{', '.join(n for n in other.schema.names if n not in HIDDEN_COLUMNS)}"
+            )
+        right = other.search().select([self.right_on, *self.columns]).limit(None).to_arrow()
+        right = right.rename_columns([self.right_on, *(f"{self.table}_{c}" for c in self.columns)])
+        joined = table.join(
+            right,
+            keys=self.left_on,
+            right_keys=self.right_on,
+            join_type="inner" if self.inner else "left outer",
+            use_threads=False,
+        )
+        order = [
+            (self.left_on, "ascending"),
+            *((f"{self.table}_{c}", "ascending") for c in self.columns),
+        ]
+        return joined.sort_by(order)
+
+
+@register
+class Dedupe(Operator):
+    """The first row of each group of rows whose ``columns`` hold the same text once case
+    and runs of whitespace are set aside."""
+
+    NAME: ClassVar[str] = "dedupe"
+    op: Literal["dedupe"] = "dedupe"
+    columns: list[str] = Field(min_length=1)
+
+    def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
+        assert table is not None
+        values = [_column(table, c, "dedupe").to_pylist() for c in self.columns]
+        seen: set[tuple[str, ...]] = set()
+        kept = []
+        for i, row in enumerate(zip(*values, strict=True)):
+            key = tuple(" ".join(str(v).casefold().split()) for v in row)
+            if key not in seen:
+                seen.add(key)
+                kept.append(i)
+        return table.take(kept)
+
+
+@register
 class Export(Operator):
     """Write the rows: ``chat_jsonl`` (trajectories as OpenAI chat records), ``parquet`` or
     ``csv`` (the visible columns), into the run's folder as ``name``."""

@@ -179,3 +179,43 @@ def test_the_cli_prints_the_plan_runs_it_and_refuses_an_intent_without_a_plan(
     assert (out / "plan.json").exists()
     refused = runner.invoke(app, ["data", "ask", "unsafe episodes per env", "--db", str(path)])
     assert refused.exit_code == 2 and "--plan" in refused.output
+
+
+def test_steps_joined_with_their_verdicts_and_deduped(
+    db: tuple[Path, list], tmp_path: Path
+) -> None:
+    path, events = db
+    plan = Plan.model_validate(
+        {
+            "intent": "os steps a rule judged a prompt injection, one per task",
+            "steps": [
+                {"op": "select", "table": "steps", "env": "os"},
+                {"op": "join", "inner": True},
+                {"op": "where", "column": "verdicts_risk_type", "equals": "prompt_injection"},
+                {"op": "dedupe", "columns": ["task_id"]},
+            ],
+        }
+    )
+    table, _ = run_plan(plan, path, tmp_path / "run")
+    flagged = {
+        e.source_event_id
+        for e in events
+        if type(e).__name__ == "Verdict" and e.risk_type == "prompt_injection"
+    }
+    expected = {
+        e.task_id
+        for e in events
+        if type(e).__name__ == "Step" and e.env == "os" and e.event_id in flagged
+    }
+    assert sorted(table["task_id"].to_pylist()) == sorted(expected) and len(expected) == 3
+    everything = Plan.model_validate(
+        {
+            "steps": [
+                {"op": "select", "table": "steps"},
+                {"op": "join"},
+                {"op": "dedupe", "columns": ["ENV"]},
+            ]
+        }
+    )
+    with pytest.raises(PlanError, match=r"dedupe: no column 'ENV'"):
+        run_plan(everything, path, tmp_path / "bad")
