@@ -42,8 +42,8 @@ def ask(
 ) -> None:
     """Print a plan in words and as JSON, then run it on confirmation (--yes to skip).
     The run folder holds the plan with its results, so `--plan <out>/plan.json` reruns it
-    to the same bytes. Operators: select, where, aggregate, top, sample, join, dedupe,
-    export, plot."""
+    to the same bytes. Operators: select, where, aggregate, top, sample, join, reaudit,
+    dedupe, export, plot."""
     from ..sinks.dataelf.operators import PlanError
     from ..sinks.dataelf.plan import load_plan, preview, run_plan
     from ..sinks.dataelf.private import run_private

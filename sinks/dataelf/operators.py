@@ -9,20 +9,22 @@ or the ``safactory.operators`` entry point), like checkers.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...schemas import Severity, Trajectory
+from ...schemas import Severity, Step, Trajectory
 from ..export import chat_record
+from ..lance import sql_quote
 from ..location import Db
 from ..query import TABLES, Selection, open_table, where_clause
 from .masking import mask_columns, mask_value
@@ -288,6 +290,83 @@ class Dedupe(Operator):
                 seen.add(key)
                 kept.append(i)
         return table.take(kept)
+
+
+@register
+class Reaudit(Operator):
+    """Judge the rows' steps again with a chosen checker set (default: the fast tier, rules
+    and heuristics) less ``without``: each episode's selected steps in order, each with the
+    ones before it as context. Adds ``reaudit_decision``, ``reaudit_risk_types`` and
+    ``reaudit_reason``, the stored step verdict's ``stored_decision`` and ``changed``
+    (the two differ)."""
+
+    NAME: ClassVar[str] = "reaudit"
+    op: Literal["reaudit"] = "reaudit"
+    checkers: list[str] | None = None
+    without: list[str] = Field(default_factory=list)
+
+    def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
+        assert table is not None
+        from ...streams.audit import registry
+        from ...streams.audit.engine import SUMMARY_CHECKER, AuditEngine
+
+        if ctx.source_table != "steps" or "payload" not in table.column_names:
+            raise PlanError("reaudit: judges steps; start the plan with select(table='steps')")
+        known = registry.available()
+        chosen = self.checkers or [n for n, f in known.items() if f.kind in FAST_KINDS]
+        unknown = sorted(n for n in {*chosen, *self.without} if n not in known)
+        if unknown:
+            raise PlanError(
+                f"reaudit: unknown checker(s) {', '.join(unknown)}; known: "
+                + ", ".join(sorted(known))
+            )
+        engine = AuditEngine(registry.create(n for n in chosen if n not in self.without))
+        steps = [Step.model_validate_json(p) for p in table["payload"].to_pylist()]
+        judged = asyncio.run(_audit_by_episode(engine, steps))
+        stored = _stored_decisions(ctx, SUMMARY_CHECKER)
+        audits = [judged[s.event_id] for s in steps]
+        before = [stored.get(s.event_id) for s in steps]
+        now = [a.summary.decision.value for a in audits]
+        columns = {
+            "reaudit_decision": now,
+            "reaudit_risk_types": [",".join(a.risk_types) for a in audits],
+            "reaudit_reason": [a.summary.reason for a in audits],
+            "stored_decision": before,
+            "changed": [b is not None and b != n for b, n in zip(before, now, strict=True)],
+        }
+        for name, values in columns.items():
+            table = table.append_column(name, pa.array(values))
+        return table
+
+
+FAST_KINDS = ("rule", "heuristic")
+"""Checker kinds ``reaudit`` runs by default (no model loaded)."""
+
+
+async def _audit_by_episode(engine: Any, steps: list[Step]) -> dict[str, Any]:
+    """Each step's audit, episode by episode in step order."""
+    episodes: dict[str, list[Step]] = {}
+    for step in steps:
+        episodes.setdefault(step.episode_id, []).append(step)
+    out = {}
+    for group in episodes.values():
+        ordered = sorted(group, key=lambda s: s.step_index)
+        for audit in await engine.audit_episode(ordered, tier="step"):
+            out[audit.step.event_id] = audit
+    return out
+
+
+def _stored_decisions(ctx: RunContext, checker: str) -> dict[str, str]:
+    """Stored step verdicts of ``checker``: step event id → decision."""
+    verdicts = open_table(ctx.db, "verdicts")
+    rows = (
+        verdicts.search()
+        .where(f"checker = {sql_quote(checker)}")
+        .select(["source_event_id", "decision"])
+        .limit(None)
+        .to_arrow()
+    )
+    return dict(zip(rows["source_event_id"].to_pylist(), rows["decision"].to_pylist(), strict=True))
 
 
 @register

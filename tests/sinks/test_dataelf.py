@@ -3,6 +3,7 @@ end to end, and a saved plan rerun to the same bytes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections import Counter
@@ -14,10 +15,13 @@ from test_data_sink import deliveries
 from typer.testing import CliRunner
 
 from safactory.cli.main import app
+from safactory.schemas import Step, Verdict
 from safactory.sinks.dataelf.operators import PlanError, RunContext
 from safactory.sinks.dataelf.plan import Plan, load_plan, run_plan
 from safactory.sinks.lance import LanceSink
 from safactory.streams.assembly import TrajectoryAssembler
+from safactory.streams.audit import registry
+from safactory.streams.audit.engine import AuditEngine
 
 runner = CliRunner()
 
@@ -219,3 +223,47 @@ def test_steps_joined_with_their_verdicts_and_deduped(
     )
     with pytest.raises(PlanError, match=r"dedupe: no column 'ENV'"):
         run_plan(everything, path, tmp_path / "bad")
+
+
+def test_reaudit_without_a_rule_shows_what_changed(tmp_path: Path) -> None:
+    """'Re-audit the os steps without the injection-marker rule and show what changed':
+    the stored step verdicts are the fast tier's, so the changed steps are exactly those
+    whose verdict that rule decided."""
+    events = [e for n in range(6) for e in episode_events(n, env="os")]
+    steps = [e for e in events if isinstance(e, Step)]
+    stored = asyncio.run(_fast_summaries(steps))
+    without = asyncio.run(_fast_summaries(steps, without="rule.injection_markers"))
+    path = tmp_path / "db"
+    LanceSink(path).write_batch(deliveries([*events, *stored]))
+    plan = Plan.model_validate(
+        {
+            "steps": [
+                {"op": "select", "table": "steps", "env": "os"},
+                {"op": "reaudit", "without": ["rule.injection_markers"]},
+                {"op": "where", "column": "changed", "equals": True},
+            ]
+        }
+    )
+    table, _ = run_plan(plan, path, tmp_path / "run")
+    changed = {
+        a.source_event_id for a, b in zip(stored, without, strict=True) if a.decision != b.decision
+    }
+    assert set(table["event_id"].to_pylist()) == changed and len(changed) == 4
+    assert set(table["stored_decision"].to_pylist()) == {"warn"}
+    unknown = Plan.model_validate(
+        {"steps": [{"op": "select", "table": "steps"}, {"op": "reaudit", "without": ["rule.nope"]}]}
+    )
+    with pytest.raises(PlanError, match=r"unknown checker\(s\) rule.nope"):
+        run_plan(unknown, path, tmp_path / "bad")
+
+
+async def _fast_summaries(steps: list[Step], without: str = "") -> list[Verdict]:
+    """The fast tier's step verdicts (less ``without``), episode by episode, as the audit
+    worker stores them."""
+    fast = [n for n, f in registry.available().items() if f.kind in ("rule", "heuristic")]
+    engine = AuditEngine(registry.create(n for n in fast if n != without))
+    out = []
+    for n in range(6):
+        episode = [s for s in steps if s.episode_id == f"ep-{n}"]
+        out += [audit.summary for audit in await engine.audit_episode(episode, tier="step")]
+    return out
