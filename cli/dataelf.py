@@ -48,6 +48,9 @@ def ask(
     from ..sinks.dataelf.plan import load_plan, preview, run_plan
     from ..sinks.dataelf.private import run_private
     from ..sinks.query import QueryError
+    from ..streams.audit.mask import mask_text
+    from ..streams.audit.rejudge import rejudge
+    from .dataelf_job import JOB
 
     if plan_file is None:
         raise _fail(
@@ -65,9 +68,9 @@ def ask(
         raise typer.Exit(1)
     try:
         if private:
-            shown, manifest = run_private(plan, lance_location(db), out)
+            shown, manifest = run_private(plan, lance_location(db), out, mask=mask_text, job=JOB)
         else:
-            table, manifest = run_plan(plan, lance_location(db), out)
+            table, manifest = run_plan(plan, lance_location(db), out, rejudge=rejudge)
             shown = preview(table)
     except (PlanError, QueryError) as exc:
         raise _fail(str(exc), code=2) from None

@@ -9,20 +9,20 @@ or the ``safactory.operators`` entry point), like checkers.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...schemas import Severity, Step, Trajectory
+from ...schemas import Severity, Step, Trajectory, Verdict
 from ..export import chat_record
 from ..lance import sql_quote
 from ..location import Db
@@ -31,6 +31,22 @@ from .masking import mask_columns, mask_value
 
 HIDDEN_COLUMNS = frozenset({"payload", "vector", "source_topic", "source_partition"})
 """Columns a ``select`` leaves out unless it names them (raw events, embeddings, plumbing)."""
+
+
+Mask = Callable[[str], str]
+"""Text with the secrets and personal data in it replaced."""
+
+
+class Judged(Protocol):
+    """One step's new judgement: its summary verdict and the blocking risk types."""
+
+    summary: Verdict
+    risk_types: list[str]
+
+
+Rejudge = Callable[[list[Step], list[str] | None, list[str]], Mapping[str, Judged]]
+"""Steps, checker names (None: the default set), names left out → judgement by event id;
+ValueError for an unknown name."""
 
 
 class PlanError(ValueError):
@@ -46,8 +62,11 @@ class RunContext:
     outputs: list[Path] = field(default_factory=list)
     source_table: str | None = None
     """The table the rows came from (``export`` needs it to know what a row is)."""
-    private: bool = False
-    """Private mode: what leaves (exports, aggregate keys) is masked (:mod:`.private`)."""
+    mask: Mask | None = None
+    """Private mode: what leaves (exports, aggregate keys) is masked with it
+    (:mod:`.private`)."""
+    rejudge: Rejudge | None = None
+    """Judges steps again, for ``reaudit`` (the CLI wires the auditor's)."""
 
 
 class Operator(BaseModel):
@@ -188,7 +207,7 @@ class Aggregate(Operator):
         grouped = grouped.rename_columns([names.get(n, n) for n in grouped.column_names])
         ordered = [*self.by, "count", *([f"mean_{self.mean}"] if self.mean else [])]
         grouped = grouped.select(ordered).sort_by([(b, "ascending") for b in self.by])
-        return mask_columns(grouped) if ctx.private else grouped
+        return mask_columns(grouped, ctx.mask) if ctx.mask else grouped
 
 
 @register
@@ -307,24 +326,18 @@ class Reaudit(Operator):
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
         assert table is not None
-        from ...streams.audit import registry
-        from ...streams.audit.engine import SUMMARY_CHECKER, AuditEngine
-
         if ctx.source_table != "steps" or "payload" not in table.column_names:
             raise PlanError("reaudit: judges steps; start the plan with select(table='steps')")
-        known = registry.available()
-        chosen = self.checkers or [n for n, f in known.items() if f.kind in FAST_KINDS]
-        unknown = sorted(n for n in {*chosen, *self.without} if n not in known)
-        if unknown:
-            raise PlanError(
-                f"reaudit: unknown checker(s) {', '.join(unknown)}; known: "
-                + ", ".join(sorted(known))
-            )
-        engine = AuditEngine(registry.create(n for n in chosen if n not in self.without))
+        if ctx.rejudge is None:
+            raise PlanError("reaudit: this run has no auditor wired (safactory data ask has)")
         steps = [Step.model_validate_json(p) for p in table["payload"].to_pylist()]
-        judged = asyncio.run(_audit_by_episode(engine, steps))
-        stored = _stored_decisions(ctx, SUMMARY_CHECKER)
+        try:
+            judged = ctx.rejudge(steps, self.checkers, self.without)
+        except ValueError as exc:
+            raise PlanError(f"reaudit: {exc}") from None
         audits = [judged[s.event_id] for s in steps]
+        summaries = {a.summary.checker for a in audits}
+        stored = _stored_decisions(ctx, summaries.pop()) if summaries else {}
         before = [stored.get(s.event_id) for s in steps]
         now = [a.summary.decision.value for a in audits]
         columns = {
@@ -337,23 +350,6 @@ class Reaudit(Operator):
         for name, values in columns.items():
             table = table.append_column(name, pa.array(values))
         return table
-
-
-FAST_KINDS = ("rule", "heuristic")
-"""Checker kinds ``reaudit`` runs by default (no model loaded)."""
-
-
-async def _audit_by_episode(engine: Any, steps: list[Step]) -> dict[str, Any]:
-    """Each step's audit, episode by episode in step order."""
-    episodes: dict[str, list[Step]] = {}
-    for step in steps:
-        episodes.setdefault(step.episode_id, []).append(step)
-    out = {}
-    for group in episodes.values():
-        ordered = sorted(group, key=lambda s: s.step_index)
-        for audit in await engine.audit_episode(ordered, tier="step"):
-            out[audit.step.event_id] = audit
-    return out
 
 
 def _stored_decisions(ctx: RunContext, checker: str) -> dict[str, str]:
@@ -391,13 +387,13 @@ class Export(Operator):
             with path.open("w", encoding="utf-8") as fh:
                 for payload in table["payload"].to_pylist():
                     record = chat_record(Trajectory.model_validate_json(payload))
-                    if ctx.private:
-                        record = mask_value(record)
+                    if ctx.mask:
+                        record = mask_value(record, ctx.mask)
                     fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
         else:
             visible = table.select([n for n in table.column_names if n not in HIDDEN_COLUMNS])
-            if ctx.private:
-                visible = mask_columns(visible)
+            if ctx.mask:
+                visible = mask_columns(visible, ctx.mask)
             if self.format == "parquet":
                 pq.write_table(visible, path)
             else:

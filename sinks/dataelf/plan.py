@@ -12,7 +12,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
 
 from ..location import Db
-from .operators import Operator, PlanError, RunContext, available
+from .operators import Mask, Operator, PlanError, Rejudge, RunContext, available
 
 PLAN_FILE = "plan.json"
 MANIFEST_FILE = "manifest.json"
@@ -80,13 +80,14 @@ def load_plan(path: Path) -> Plan:
 
 
 def run_plan(
-    plan: Plan, db: Db, out: Path, *, private: bool = False
+    plan: Plan, db: Db, out: Path, *, mask: Mask | None = None, rejudge: Rejudge | None = None
 ) -> tuple[pa.Table, dict[str, str]]:
     """Run ``plan`` on ``db``, writing into ``out`` (created): its outputs, ``plan.json``
     and ``manifest.json`` (sha256 of every output). Returns the last table and the
-    manifest. ``private`` masks what the run writes (:mod:`.private` runs it sandboxed)."""
+    manifest. ``mask`` masks what the run writes (a private run: :mod:`.private` runs it
+    sandboxed); ``rejudge`` serves ``reaudit``."""
     out.mkdir(parents=True, exist_ok=True)
-    ctx = RunContext(db, out, private=private)
+    ctx = RunContext(db, out, mask=mask, rejudge=rejudge)
     table: pa.Table | None = None
     for step in plan.steps:
         table = step.apply(table, ctx)

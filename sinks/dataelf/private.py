@@ -25,10 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ...streams.audit.mask import mask_text
 from ..location import Db, location
 from .masking import mask_file
-from .operators import Export, PlanError, Plot
+from .operators import Export, Mask, PlanError, Plot, Rejudge
 from .plan import MANIFEST_FILE, PLAN_FILE, Plan
 
 RESULT_STEPS = frozenset({"aggregate", "plot", "export"})
@@ -51,9 +50,13 @@ def refusal(plan: Plan) -> str | None:
     return None
 
 
-def run_private(plan: Plan, db: Db, out: Path) -> tuple[str, dict[str, str]]:
-    """Run ``plan`` on ``db`` in the sandbox into ``out`` (new or empty); returns what the
-    job printed (masked) and the manifest. :class:`PlanError` when refused or failed."""
+def run_private(
+    plan: Plan, db: Db, out: Path, *, mask: Mask, job: list[str]
+) -> tuple[str, dict[str, str]]:
+    """Run ``plan`` on ``db`` in the sandbox into ``out`` (new or empty): ``job`` is the
+    command that runs :func:`job` there (the caller wires its masker and auditor, as this
+    host wires ``mask``). Returns what the job printed (masked) and the manifest.
+    :class:`PlanError` when refused or failed."""
     reason = refusal(plan)
     if reason is not None:
         raise PlanError(reason)
@@ -70,7 +73,7 @@ def run_private(plan: Plan, db: Db, out: Path) -> tuple[str, dict[str, str]]:
         plan_path = Path(staging) / PLAN_FILE
         plan_path.write_text(plan.model_dump_json())
         done = subprocess.run(
-            _sandboxed(plan_path, folder, out.resolve()),
+            [*_sandbox(plan_path, folder, out.resolve()), *job, JOB_PLAN, str(folder), str(out)],
             capture_output=True,
             text=True,
             timeout=JOB_TIMEOUT_S,
@@ -79,11 +82,11 @@ def run_private(plan: Plan, db: Db, out: Path) -> tuple[str, dict[str, str]]:
         _discard(out)
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         raise PlanError(f"the private job failed: {lines[-1] if lines else done.returncode}")
-    return _released(plan, out, done.stdout)
+    return _released(plan, out, done.stdout, mask)
 
 
-def _sandboxed(plan_path: Path, db: Path, out: Path) -> list[str]:
-    """The job's command line: bubblewrap around this interpreter running :func:`job`."""
+def _sandbox(plan_path: Path, db: Path, out: Path) -> list[str]:
+    """bubblewrap's part of the job's command line (this interpreter's files readable)."""
     readable = {Path(sys.prefix), Path(sys.base_prefix), _PROJECT, db}
     readable |= {Path(p) for p in sys.path if p and Path(p).is_dir()}
     readable -= {Path("/tmp")}  # the job's /tmp is its own
@@ -102,11 +105,10 @@ def _sandboxed(plan_path: Path, db: Path, out: Path) -> list[str]:
     argv += ["--clearenv", "--setenv", "HOME", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp"]
     imports = [str(Path(p).resolve()) for p in sys.path if p and Path(p).is_dir()]
     argv += ["--setenv", "PYTHONPATH", ":".join(imports)]  # operators of installed plugins
-    argv += ["--chdir", "/tmp", "--", sys.executable, "-m", __name__]
-    return [*argv, JOB_PLAN, str(db), str(out)]
+    return [*argv, "--chdir", "/tmp", "--"]
 
 
-def _released(plan: Plan, out: Path, printed: str) -> tuple[str, dict[str, str]]:
+def _released(plan: Plan, out: Path, printed: str, mask: Mask) -> tuple[str, dict[str, str]]:
     """Check and mask what the job left; the manifest, written by the host."""
     named = {s.name: s for s in plan.steps if isinstance(s, Export | Plot)}
     found = {p.name for p in out.iterdir()}
@@ -119,14 +121,14 @@ def _released(plan: Plan, out: Path, printed: str) -> tuple[str, dict[str, str]]
         path = out / name
         if isinstance(step, Export):
             try:
-                mask_file(path, step.format)
+                mask_file(path, step.format, mask)
             except (ValueError, OSError) as exc:
                 _discard(out)
                 raise PlanError(f"the private job's {name} is not {step.format}: {exc}") from None
         manifest[name] = hashlib.sha256(path.read_bytes()).hexdigest()
     (out / PLAN_FILE).write_text(plan.model_dump_json(indent=2) + "\n")
     (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    return mask_text(printed), manifest
+    return mask(printed), manifest
 
 
 def _discard(out: Path) -> None:
@@ -137,15 +139,12 @@ def _discard(out: Path) -> None:
             path.unlink()
 
 
-def job(plan_file: Path, db: Path, out: Path) -> None:
-    """Inside the sandbox: run the plan privately; print its result if it aggregated."""
+def job(argv: list[str], *, mask: Mask, rejudge: Rejudge) -> None:
+    """Inside the sandbox (``argv``: plan file, database, run folder): run the plan
+    privately; print its result if it aggregated."""
     from .plan import load_plan, preview, run_plan
 
-    plan = load_plan(plan_file)
-    table, _ = run_plan(plan, db, out, private=True)
+    plan = load_plan(Path(argv[0]))
+    table, _ = run_plan(plan, Path(argv[1]), Path(argv[2]), mask=mask, rejudge=rejudge)
     if any(step.NAME == "aggregate" for step in plan.steps):
         print(preview(table))
-
-
-if __name__ == "__main__":
-    job(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))

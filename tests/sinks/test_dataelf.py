@@ -22,6 +22,7 @@ from safactory.sinks.lance import LanceSink
 from safactory.streams.assembly import TrajectoryAssembler
 from safactory.streams.audit import registry
 from safactory.streams.audit.engine import AuditEngine
+from safactory.streams.audit.rejudge import rejudge
 
 runner = CliRunner()
 
@@ -244,7 +245,7 @@ def test_reaudit_without_a_rule_shows_what_changed(tmp_path: Path) -> None:
             ]
         }
     )
-    table, _ = run_plan(plan, path, tmp_path / "run")
+    table, _ = run_plan(plan, path, tmp_path / "run", rejudge=rejudge)
     changed = {
         a.source_event_id for a, b in zip(stored, without, strict=True) if a.decision != b.decision
     }
@@ -254,7 +255,7 @@ def test_reaudit_without_a_rule_shows_what_changed(tmp_path: Path) -> None:
         {"steps": [{"op": "select", "table": "steps"}, {"op": "reaudit", "without": ["rule.nope"]}]}
     )
     with pytest.raises(PlanError, match=r"unknown checker\(s\) rule.nope"):
-        run_plan(unknown, path, tmp_path / "bad")
+        run_plan(unknown, path, tmp_path / "bad", rejudge=rejudge)
 
 
 async def _fast_summaries(steps: list[Step], without: str = "") -> list[Verdict]:

@@ -16,6 +16,7 @@ from plugins import install_plugin
 from test_data_sink import deliveries
 from typer.testing import CliRunner
 
+from safactory.cli.dataelf_job import JOB
 from safactory.cli.main import app
 from safactory.schemas import ChatMessage, Step
 from safactory.sinks.dataelf.operators import PlanError
@@ -23,6 +24,7 @@ from safactory.sinks.dataelf.plan import Plan, run_plan
 from safactory.sinks.dataelf.private import run_private
 from safactory.sinks.lance import LanceSink
 from safactory.streams.assembly import TrajectoryAssembler
+from safactory.streams.audit.mask import mask_text
 
 if shutil.which("bwrap") is None:  # pragma: no cover - CI installs bubblewrap
     pytest.skip("private mode needs bubblewrap", allow_module_level=True)
@@ -75,7 +77,7 @@ def test_exports_leave_masked_and_raw_rows_are_not_printed(db: Path, tmp_path: P
     plan = _plan({"op": "export", "format": "chat_jsonl", "name": "all.jsonl"})
     run_plan(plan, db, tmp_path / "plain")
     assert LEAKED in (tmp_path / "plain" / "all.jsonl").read_text()  # what masking must stop
-    shown, manifest = run_private(plan, db, tmp_path / "private")
+    shown, manifest = run_private(plan, db, tmp_path / "private", mask=mask_text, job=JOB)
     text = (tmp_path / "private" / "all.jsonl").read_text()
     assert shown == "" and set(manifest) == {"all.jsonl"}
     assert "4111" not in text and "AKIA" not in text
@@ -107,7 +109,13 @@ def test_an_aggregate_and_its_chart_leave_through_the_cli(db: Path, tmp_path: Pa
 
 def test_a_plan_whose_result_is_raw_rows_is_refused(db: Path, tmp_path: Path) -> None:
     with pytest.raises(PlanError, match=r"raw rows \(it ends with top\)"):
-        run_private(_plan({"op": "top", "column": "reward", "k": 3}), db, tmp_path / "out")
+        run_private(
+            _plan({"op": "top", "column": "reward", "k": 3}),
+            db,
+            tmp_path / "out",
+            mask=mask_text,
+            job=JOB,
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -143,7 +151,7 @@ def test_the_job_cannot_reach_the_network(db: Path, tmp_path: Path, plugin: None
     plan = _plan({"op": "phone_home", "port": port}, {"op": "aggregate", "by": ["env"]})
     try:
         with pytest.raises(PlanError, match=r"the private job failed: .*(unreachable|refused)"):
-            run_private(plan, db, tmp_path / "out")
+            run_private(plan, db, tmp_path / "out", mask=mask_text, job=JOB)
         run_plan(plan, db, tmp_path / "outside")  # the same plan outside the sandbox calls
         waiting.join(15)
     finally:
@@ -155,5 +163,5 @@ def test_the_job_cannot_reach_the_network(db: Path, tmp_path: Path, plugin: None
 def test_files_the_plan_does_not_name_are_discarded(db: Path, tmp_path: Path, plugin: None) -> None:
     plan = _plan({"op": "stash"}, {"op": "aggregate", "by": ["env"]})
     with pytest.raises(PlanError, match=r"does not name: \['raw.txt'\]; discarded"):
-        run_private(plan, db, tmp_path / "out")
+        run_private(plan, db, tmp_path / "out", mask=mask_text, job=JOB)
     assert list((tmp_path / "out").iterdir()) == []
