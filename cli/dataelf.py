@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -13,6 +13,10 @@ from rich.markup import escape
 from .data import DbOption, lance_location
 from .errors import fail as _fail
 
+if TYPE_CHECKING:
+    from ..sinks.dataelf.planner import Planner
+    from ..sinks.location import Db
+
 app = typer.Typer(help="DataElf: data tasks run as validated plans of typed operators")
 console = Console()
 
@@ -20,7 +24,8 @@ console = Console()
 @app.command("ask")
 def ask(
     intent: Annotated[
-        str | None, typer.Argument(help="what you want, in plain language (needs a planner)")
+        str | None,
+        typer.Argument(help="what you want, in plain language (planned by the planner)"),
     ] = None,
     plan_file: Annotated[
         Path | None,
@@ -31,6 +36,20 @@ def ask(
     ] = Path("dataelf-run"),
     db: DbOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="run without asking")] = False,
+    planner_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SF_PLANNER_URL",
+            help="an OpenAI-compatible endpoint (…/v1) to plan with; default: SmolLM2 here",
+        ),
+    ] = None,
+    planner_model: Annotated[
+        str, typer.Option(envvar="SF_PLANNER_MODEL", help="the endpoint's model name")
+    ] = "default",
+    planner_key: Annotated[
+        str | None,
+        typer.Option(envvar="SF_PLANNER_API_KEY", show_default=False, help="the endpoint's key"),
+    ] = None,
     private: Annotated[
         bool,
         typer.Option(
@@ -40,27 +59,29 @@ def ask(
         ),
     ] = False,
 ) -> None:
-    """Print a plan in words and as JSON, then run it on confirmation (--yes to skip).
-    The run folder holds the plan with its results, so `--plan <out>/plan.json` reruns it
-    to the same bytes. Operators: select, where, aggregate, top, sample, join, reaudit,
-    dedupe, export, plot."""
+    """Plan INTENT (or read --plan), print the plan in words and as JSON, then run it on
+    confirmation (--yes to skip). The run folder holds the plan with its results, so
+    `--plan <out>/plan.json` reruns it to the same bytes. Operators: select, where,
+    aggregate, histogram, top, sample, join, search, dedupe, diverse, score, reaudit,
+    poison, export, plot."""
     from ..sinks.dataelf.operators import PlanError
     from ..sinks.dataelf.plan import load_plan, preview, run_plan
     from ..sinks.dataelf.private import run_private
     from ..sinks.query import QueryError
     from ..streams.audit.mask import mask_text
-    from ..streams.audit.rejudge import rejudge
-    from .dataelf_job import JOB
+    from .dataelf_job import JOB, services
 
-    if plan_file is None:
-        raise _fail(
-            f"no --plan given for {intent!r}: turning plain language into a plan is not built "
-            "yet; write the plan as JSON (docs/DATAELF.md) and pass --plan FILE",
-            code=2,
-        )
+    if (plan_file is None) == (intent is None):
+        raise _fail("give an intent to plan or --plan FILE (a saved plan), one of the two", code=2)
     try:
-        plan = load_plan(plan_file)
-    except PlanError as exc:
+        if plan_file is not None:
+            plan = load_plan(plan_file)
+        else:
+            assert intent is not None
+            plan = _planner(lance_location(db), planner_url, planner_model, planner_key).plan(
+                intent
+            )
+    except (PlanError, QueryError) as exc:
         raise _fail(str(exc), code=2) from None
     console.print(escape(plan.describe()), highlight=False)
     console.print(plan.model_dump_json(indent=2), highlight=False, markup=False)
@@ -70,7 +91,7 @@ def ask(
         if private:
             shown, manifest = run_private(plan, lance_location(db), out, mask=mask_text, job=JOB)
         else:
-            table, manifest = run_plan(plan, lance_location(db), out, rejudge=rejudge)
+            table, manifest = run_plan(plan, lance_location(db), out, services())
             shown = preview(table)
     except (PlanError, QueryError) as exc:
         raise _fail(str(exc), code=2) from None
@@ -78,3 +99,15 @@ def ask(
     files = ", ".join(sorted(k for k in manifest if k != "rows")) or "none"
     rows = f"{manifest['rows']} rows; " if "rows" in manifest else ""  # private: not said
     console.print(f"{rows}wrote {files} in {out}", highlight=False)
+
+
+def _planner(db: Db, url: str | None, model: str, key: str | None) -> Planner:
+    """The endpoint's planner when one is configured, else SmolLM2 here."""
+    from ..infra.embedding import MiniLM
+    from ..sinks.dataelf.planner import EmbeddedPlanner, EndpointPlanner, Prompt, database_values
+
+    prompt = Prompt(MiniLM().embed, values=database_values(db))
+    if url:
+        return EndpointPlanner(prompt, url, model, api_key=key)
+    console.print("planning with SmolLM2-135M-Instruct (constrained to the plan schema)…")
+    return EmbeddedPlanner(prompt)

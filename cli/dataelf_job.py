@@ -1,16 +1,72 @@
-"""The private DataElf job, as the sandbox runs it: the plan runner with the auditor's
-masker and re-judging wired in (``python -m safactory.cli.dataelf_job PLAN DB OUT``)."""
+"""What DataElf's operators borrow, wired from the components (the auditor's masker and
+re-judging, the data-value scorer, the poisoning audit, diverse selection, MiniLM), and the
+private job as the sandbox runs it (``python -m safactory.cli.dataelf_job PLAN DB OUT``)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from functools import cache
+from typing import TYPE_CHECKING
 
+from ..infra.embedding import MiniLM
+from ..schemas import Trajectory
+from ..sinks.dataelf.operators import Services
 from ..sinks.dataelf.private import job
 from ..streams.audit.mask import mask_text
 from ..streams.audit.rejudge import rejudge
+from ..streams.poisoning.audit import findings
+from ..streams.scoring.diversity import k_center
+
+if TYPE_CHECKING:  # torch loads only when an operator needs the language model
+    from ..streams.scoring.perplexity import LMScorer
 
 JOB = [sys.executable, "-m", __name__]
-"""The command line that runs this job (before its arguments)."""
+"""The command line that runs the private job (before its arguments)."""
+
+
+@cache
+def _embedder() -> MiniLM:
+    return MiniLM()
+
+
+@cache
+def _lm() -> LMScorer:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ..infra.models import ensure_smollm2
+    from ..streams.scoring.perplexity import LMScorer
+
+    path = ensure_smollm2(progress=False)
+    return LMScorer(
+        AutoModelForCausalLM.from_pretrained(path, local_files_only=True),
+        AutoTokenizer.from_pretrained(path, local_files_only=True),
+    )
+
+
+def _value(trajectories: list[Trajectory], lm: bool) -> list[dict[str, float]]:
+    from ..streams.scoring.value import value_table
+
+    return value_table(trajectories, _embedder(), _lm() if lm else None)
+
+
+def _poison(
+    ids: Sequence[str], texts: Sequence[str], labels: Sequence[str]
+) -> list[tuple[str, str]]:
+    return findings(ids, texts, labels, _embedder())
+
+
+def services(*, private: bool = False) -> Services:
+    """The services a run gets; a private run's also mask what leaves it."""
+    return Services(
+        mask=mask_text if private else None,
+        rejudge=rejudge,
+        score=_value,
+        poison=_poison,
+        diverse=k_center,
+        embed=lambda texts: _embedder().embed(texts),
+    )
+
 
 if __name__ == "__main__":
-    job(sys.argv[1:], mask=mask_text, rejudge=rejudge)
+    job(sys.argv[1:], services(private=True))

@@ -86,7 +86,7 @@ def export_trajectories(
     out.parent.mkdir(parents=True, exist_ok=True)
     otel: dict[str, int] = {}
     if fmt == "otel":
-        otel = _write_otel(out, trajectories, _verdicts(db_path, trajectories))
+        otel = _write_otel(out, trajectories, stored_verdicts(db_path, trajectories))
     elif fmt == "jsonl":
         with out.open("w", encoding="utf-8") as fh:
             for record in records:
@@ -133,7 +133,7 @@ def export_trajectories(
     return facts
 
 
-def _verdicts(db_path: Db, trajectories: list[Trajectory]) -> dict[str, list[Verdict]]:
+def stored_verdicts(db_path: Db, trajectories: list[Trajectory]) -> dict[str, list[Verdict]]:
     """The stored verdicts of the trajectories' episodes (none if there is no verdicts table)."""
     try:
         table = open_table(db_path, "verdicts")

@@ -15,15 +15,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import ClassVar, Literal, Protocol
+from typing import Annotated, ClassVar, Literal, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...schemas import Severity, Step, Trajectory, Verdict
-from ..export import chat_record
+from ..export import chat_record, episode_spans, otlp_request, stored_verdicts
 from ..lance import sql_quote
 from ..location import Db
 from ..query import TABLES, Selection, open_table, where_clause
@@ -48,9 +49,48 @@ Rejudge = Callable[[list[Step], list[str] | None, list[str]], Mapping[str, Judge
 """Steps, checker names (None: the default set), names left out → judgement by event id;
 ValueError for an unknown name."""
 
+Embed = Callable[[list[str]], np.ndarray]
+"""Texts → unit-length vectors, one row each (cosine similarity is their dot product)."""
+
+ScoreValue = Callable[[list[Trajectory], bool], list[dict[str, float]]]
+"""Trajectories, whether to use the language model → each one's value components and its
+composite ``value``."""
+
+FindPoison = Callable[[list[str], list[str], list[str]], list[tuple[str, str]]]
+"""Record ids, texts, labels → each record's finding (``trigger``, ``flip`` or ``""``) and
+what it rests on."""
+
+PickDiverse = Callable[[np.ndarray, int, np.ndarray | None], list[int]]
+"""Vectors, k, optional weights → the indexes of k rows far apart (greedy k-center)."""
+
+
+Column = Annotated[str, Field(json_schema_extra={"x-kind": "column"})]
+"""A column's name (the planner's grammar narrows it to the columns that exist)."""
+Checker = Annotated[str, Field(json_schema_extra={"x-kind": "checker"})]
+"""A checker's registered name."""
+
 
 class PlanError(ValueError):
     """A plan that cannot run; the message names the step, the field and the fix."""
+
+
+@dataclass(frozen=True)
+class Services:
+    """What operators borrow from other components; the CLI wires them (DataElf itself
+    imports no auditor or scorer)."""
+
+    mask: Mask | None = None
+    """Private mode: what leaves (exports, aggregate keys) is masked with it (:mod:`.private`)."""
+    rejudge: Rejudge | None = None
+    """Judges steps again, for ``reaudit``."""
+    score: ScoreValue | None = None
+    """Data value, for ``score``."""
+    poison: FindPoison | None = None
+    """The poisoning audit, for ``poison``."""
+    diverse: PickDiverse | None = None
+    """Diverse selection, for ``diverse``."""
+    embed: Embed | None = None
+    """Embeddings, for ``search``, ``diverse`` and near-duplicate ``dedupe``."""
 
 
 @dataclass
@@ -59,14 +99,22 @@ class RunContext:
 
     db: Db
     out: Path
+    services: Services = field(default_factory=Services)
     outputs: list[Path] = field(default_factory=list)
     source_table: str | None = None
     """The table the rows came from (``export`` needs it to know what a row is)."""
-    mask: Mask | None = None
-    """Private mode: what leaves (exports, aggregate keys) is masked with it
-    (:mod:`.private`)."""
-    rejudge: Rejudge | None = None
-    """Judges steps again, for ``reaudit`` (the CLI wires the auditor's)."""
+
+    @property
+    def mask(self) -> Mask | None:
+        """The private run's masker (None in a plain run)."""
+        return self.services.mask
+
+    def need(self, service: str, step: str) -> Callable:
+        """The wired ``service``, or a :class:`PlanError` saying this run has none."""
+        found = getattr(self.services, service)
+        if found is None:
+            raise PlanError(f"{step}: this run has no {service} wired (safactory data ask has)")
+        return found
 
 
 class Operator(BaseModel):
@@ -75,10 +123,16 @@ class Operator(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     NAME: ClassVar[str]
     needs_input: ClassVar[bool] = True
+    ADDS: ClassVar[tuple[str, ...]] = ()
+    """Columns this operator adds to (or makes of) the rows."""
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
         """The table after this step."""
         raise NotImplementedError
+
+    def pinned(self, now: float) -> Operator:
+        """This step with times relative to ``now`` made absolute (most steps: itself)."""
+        return self
 
     def describe(self) -> str:
         """The step in words (what ``data ask`` prints before it runs a plan)."""
@@ -103,7 +157,8 @@ def available() -> dict[str, type[Operator]]:
     return dict(_REGISTRY)
 
 
-def _column(table: pa.Table, name: str, step: str) -> pa.ChunkedArray:
+def column_of(table: pa.Table, name: str, step: str) -> pa.ChunkedArray:
+    """Column ``name`` of ``table``, or a :class:`PlanError` naming the columns there."""
     if name not in table.column_names:
         raise PlanError(
             f"{step}: no column {name!r}; the rows here have {', '.join(table.column_names)}"
@@ -119,19 +174,31 @@ class Select(Operator):
     needs_input: ClassVar[bool] = False
     op: Literal["select"] = "select"
     table: Literal["steps", "episodes", "verdicts", "trajectories", "scores", "skills"]
-    env: str | None = None
+    env: Annotated[str, Field(json_schema_extra={"x-kind": "env"})] | None = None
     task: str | None = None
-    risk_type: str | None = None
+    risk_type: Annotated[str, Field(json_schema_extra={"x-kind": "risk_type"})] | None = None
     min_severity: Severity | None = None
     policy_version: int | None = Field(default=None, ge=0)
     min_policy_version: int | None = Field(default=None, ge=0)
     since: float | None = None
     until: float | None = None
-    columns: list[str] | None = None
+    within_days: float | None = Field(default=None, gt=0)
+    """The last this many days: turned into ``since`` when the plan runs (:meth:`pinned`),
+    so the saved plan reruns on the same rows."""
+    columns: list[Column] | None = None
     """Columns to keep (default: all but raw payloads and vectors)."""
+
+    def pinned(self, now: float) -> Select:
+        if self.within_days is None:
+            return self
+        since = now - self.within_days * 86400.0
+        since = since if self.since is None else max(since, self.since)
+        return self.model_copy(update={"since": round(since, 3), "within_days": None})
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
         assert self.table in TABLES
+        if self.within_days is not None:
+            raise PlanError("select: within_days is pinned to since before a plan runs")
         target = open_table(ctx.db, self.table)
         selection = Selection(
             env=self.env,
@@ -167,14 +234,14 @@ class Where(Operator):
 
     NAME: ClassVar[str] = "where"
     op: Literal["where"] = "where"
-    column: str
+    column: Column
     equals: str | int | float | bool | None = None
     min: float | None = None
     max: float | None = None
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
         assert table is not None
-        values = _column(table, self.column, "where")
+        values = column_of(table, self.column, "where")
         mask = pc.is_valid(values)
         if self.equals is not None:
             mask = pc.and_(mask, pc.equal(values, pa.scalar(self.equals)))
@@ -187,19 +254,23 @@ class Where(Operator):
 
 @register
 class Aggregate(Operator):
-    """Counts per group of ``by`` columns (and the mean of ``mean`` if given), sorted by
-    the groups."""
+    """Counts per group of ``by`` columns (and the mean of ``mean`` if given: of a yes/no
+    column, its rate), sorted by the groups."""
 
     NAME: ClassVar[str] = "aggregate"
+    ADDS: ClassVar[tuple[str, ...]] = ("count", "mean_*")
     op: Literal["aggregate"] = "aggregate"
-    by: list[str] = Field(min_length=1)
-    mean: str | None = None
+    by: list[Column] = Field(min_length=1)
+    mean: Column | None = None
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
         assert table is not None
         for name in [*self.by, *([self.mean] if self.mean else [])]:
-            _column(table, name, "aggregate")
+            column_of(table, name, "aggregate")
         aggregations: list[tuple] = [([], "count_all")]  # rows, nulls in the keys included
+        if self.mean and pa.types.is_boolean(table.schema.field(self.mean).type):
+            at = table.schema.get_field_index(self.mean)  # a boolean's mean is a rate
+            table = table.set_column(at, self.mean, pc.cast(table[self.mean], pa.float64()))
         if self.mean:
             aggregations.append((self.mean, "mean"))
         grouped = table.group_by(self.by, use_threads=False).aggregate(aggregations)
@@ -211,18 +282,46 @@ class Aggregate(Operator):
 
 
 @register
+class Histogram(Operator):
+    """How many rows fall in each of ``bins`` equal-width bins of a numeric ``column``
+    (rows where it is missing left out): ``bin_low``, ``bin_high``, ``count``."""
+
+    NAME: ClassVar[str] = "histogram"
+    ADDS: ClassVar[tuple[str, ...]] = ("bin_low", "bin_high", "count")
+    op: Literal["histogram"] = "histogram"
+    column: Column
+    bins: int = Field(default=10, ge=1, le=1000)
+
+    def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
+        assert table is not None
+        values = column_of(table, self.column, "histogram").to_pylist()
+        try:
+            numbers = np.array([float(v) for v in values if v is not None])
+        except (TypeError, ValueError):
+            raise PlanError(f"histogram: column {self.column!r} is not numeric") from None
+        counts, edges = np.histogram(numbers, bins=self.bins) if len(numbers) else ([], [0.0])
+        return pa.table(
+            {
+                "bin_low": pa.array([float(e) for e in edges[:-1]], pa.float64()),
+                "bin_high": pa.array([float(e) for e in edges[1:]], pa.float64()),
+                "count": pa.array([int(c) for c in counts], pa.int64()),
+            }
+        )
+
+
+@register
 class Top(Operator):
     """The ``k`` rows with the highest (or lowest) ``column``."""
 
     NAME: ClassVar[str] = "top"
     op: Literal["top"] = "top"
-    column: str
+    column: Column
     k: int = Field(ge=1)
     lowest: bool = False
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
         assert table is not None
-        _column(table, self.column, "top")
+        column_of(table, self.column, "top")
         order = "ascending" if self.lowest else "descending"
         keys = [(self.column, order)]
         if "event_id" in table.column_names:
@@ -256,16 +355,17 @@ class Join(Operator):
     NAME: ClassVar[str] = "join"
     op: Literal["join"] = "join"
     table: Literal["steps", "episodes", "verdicts", "trajectories", "scores", "skills"] = "verdicts"
-    left_on: str = "event_id"
-    right_on: str = "source_event_id"
-    columns: list[str] = Field(
+    ADDS: ClassVar[tuple[str, ...]] = ("<table>_*",)
+    left_on: Column = "event_id"
+    right_on: Column = "source_event_id"
+    columns: list[Column] = Field(
         default_factory=lambda: ["checker", "risk_type", "severity", "decision"], min_length=1
     )
     inner: bool = False
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
         assert table is not None
-        _column(table, self.left_on, "join")
+        column_of(table, self.left_on, "join")
         other = open_table(ctx.db, self.table)
         unknown = sorted({self.right_on, *self.columns} - set(other.schema.names))
         if unknown:
@@ -292,22 +392,37 @@ class Join(Operator):
 @register
 class Dedupe(Operator):
     """The first row of each group of rows whose ``columns`` hold the same text once case
-    and runs of whitespace are set aside."""
+    and runs of whitespace are set aside; with ``near``, also every later row whose text is
+    at least that similar in meaning (cosine) to a row kept."""
 
     NAME: ClassVar[str] = "dedupe"
     op: Literal["dedupe"] = "dedupe"
-    columns: list[str] = Field(min_length=1)
+    columns: list[Column] = Field(min_length=1)
+    near: float | None = Field(default=None, gt=0.0, le=1.0)
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
         assert table is not None
-        values = [_column(table, c, "dedupe").to_pylist() for c in self.columns]
-        seen: set[tuple[str, ...]] = set()
-        kept = []
-        for i, row in enumerate(zip(*values, strict=True)):
-            key = tuple(" ".join(str(v).casefold().split()) for v in row)
-            if key not in seen:
-                seen.add(key)
-                kept.append(i)
+        values = [column_of(table, c, "dedupe").to_pylist() for c in self.columns]
+        texts = [
+            " ".join(" ".join(str(v).casefold().split()) for v in row)
+            for row in zip(*values, strict=True)
+        ]
+        vectors = None
+        if self.near is not None and texts:
+            vectors = np.asarray(ctx.need("embed", "dedupe")(texts), dtype=np.float32)
+        seen: set[str] = set()
+        kept: list[int] = []
+        for i, text in enumerate(texts):
+            if text in seen:
+                continue
+            if (
+                vectors is not None
+                and kept
+                and float(np.max(vectors[kept] @ vectors[i])) >= self.near
+            ):
+                continue
+            seen.add(text)
+            kept.append(i)
         return table.take(kept)
 
 
@@ -320,19 +435,25 @@ class Reaudit(Operator):
     (the two differ)."""
 
     NAME: ClassVar[str] = "reaudit"
+    ADDS: ClassVar[tuple[str, ...]] = (
+        "reaudit_decision",
+        "reaudit_risk_types",
+        "reaudit_reason",
+        "stored_decision",
+        "changed",
+    )
     op: Literal["reaudit"] = "reaudit"
-    checkers: list[str] | None = None
-    without: list[str] = Field(default_factory=list)
+    checkers: list[Checker] | None = None
+    without: list[Checker] = Field(default_factory=list)
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
         assert table is not None
         if ctx.source_table != "steps" or "payload" not in table.column_names:
             raise PlanError("reaudit: judges steps; start the plan with select(table='steps')")
-        if ctx.rejudge is None:
-            raise PlanError("reaudit: this run has no auditor wired (safactory data ask has)")
+        rejudge = ctx.need("rejudge", "reaudit")
         steps = [Step.model_validate_json(p) for p in table["payload"].to_pylist()]
         try:
-            judged = ctx.rejudge(steps, self.checkers, self.without)
+            judged = rejudge(steps, self.checkers, self.without)
         except ValueError as exc:
             raise PlanError(f"reaudit: {exc}") from None
         audits = [judged[s.event_id] for s in steps]
@@ -367,26 +488,33 @@ def _stored_decisions(ctx: RunContext, checker: str) -> dict[str, str]:
 
 @register
 class Export(Operator):
-    """Write the rows: ``chat_jsonl`` (trajectories as OpenAI chat records), ``parquet`` or
-    ``csv`` (the visible columns), into the run's folder as ``name``."""
+    """Write the rows: ``chat_jsonl`` (trajectories as OpenAI chat records), ``otel``
+    (trajectories as OpenTelemetry GenAI traces with their verdicts, OTLP/JSON a line per
+    episode), ``parquet`` or ``csv`` (the visible columns), into the run's folder as
+    ``name``."""
 
     NAME: ClassVar[str] = "export"
     op: Literal["export"] = "export"
-    format: Literal["chat_jsonl", "parquet", "csv"]
+    format: Literal["chat_jsonl", "otel", "parquet", "csv"]
     name: str = Field(pattern=r"^[\w.-]{1,80}$")
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
         assert table is not None
         path = ctx.out / self.name
-        if self.format == "chat_jsonl":
+        if self.format in ("chat_jsonl", "otel"):
             if ctx.source_table != "trajectories" or "payload" not in table.column_names:
                 raise PlanError(
-                    "export: chat_jsonl writes trajectories; start the plan with "
+                    f"export: {self.format} writes trajectories; start the plan with "
                     "select(table='trajectories')"
                 )
+            trajectories = [Trajectory.model_validate_json(p) for p in table["payload"].to_pylist()]
+            verdicts = stored_verdicts(ctx.db, trajectories) if self.format == "otel" else {}
             with path.open("w", encoding="utf-8") as fh:
-                for payload in table["payload"].to_pylist():
-                    record = chat_record(Trajectory.model_validate_json(payload))
+                for t in trajectories:
+                    if self.format == "otel":
+                        record = otlp_request(episode_spans(t, verdicts.get(t.episode_id, [])))
+                    else:
+                        record = chat_record(t)
                     if ctx.mask:
                         record = mask_value(record, ctx.mask)
                     fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
@@ -411,9 +539,9 @@ class Plot(Operator):
 
     NAME: ClassVar[str] = "plot"
     op: Literal["plot"] = "plot"
-    x: str
-    y: str = "count"
-    series: str | None = None
+    x: Column
+    y: Column = "count"
+    series: Column | None = None
     name: str = Field(pattern=r"^[\w.-]{1,80}\.png$")
     title: str = ""
 
@@ -424,10 +552,10 @@ class Plot(Operator):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        xs = [str(v) for v in _column(table, self.x, "plot").to_pylist()]
-        ys = [float(v) for v in _column(table, self.y, "plot").to_pylist()]
+        xs = [str(v) for v in column_of(table, self.x, "plot").to_pylist()]
+        ys = [float(v) for v in column_of(table, self.y, "plot").to_pylist()]
         groups = (
-            [str(v) for v in _column(table, self.series, "plot").to_pylist()]
+            [str(v) for v in column_of(table, self.series, "plot").to_pylist()]
             if self.series
             else [""] * len(xs)
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
 
 from ..location import Db
-from .operators import Mask, Operator, PlanError, Rejudge, RunContext, available
+from .operators import Operator, PlanError, RunContext, Services, available
 
 PLAN_FILE = "plan.json"
 MANIFEST_FILE = "manifest.json"
@@ -57,6 +58,10 @@ class Plan(BaseModel):
                 )
         return out
 
+    def pinned(self, now: float) -> Plan:
+        """The plan with relative times (``within_days``) made absolute at ``now``."""
+        return self.model_copy(update={"steps": [s.pinned(now) for s in self.steps]})
+
     def describe(self) -> str:
         """The plan in words, one numbered step a line."""
         lines = [f"{i + 1}. {step.describe()}" for i, step in enumerate(self.steps)]
@@ -80,14 +85,15 @@ def load_plan(path: Path) -> Plan:
 
 
 def run_plan(
-    plan: Plan, db: Db, out: Path, *, mask: Mask | None = None, rejudge: Rejudge | None = None
+    plan: Plan, db: Db, out: Path, services: Services | None = None
 ) -> tuple[pa.Table, dict[str, str]]:
     """Run ``plan`` on ``db``, writing into ``out`` (created): its outputs, ``plan.json``
     and ``manifest.json`` (sha256 of every output). Returns the last table and the
-    manifest. ``mask`` masks what the run writes (a private run: :mod:`.private` runs it
-    sandboxed); ``rejudge`` serves ``reaudit``."""
+    manifest. ``services`` are what operators borrow (the auditor, the scorer, ...); with
+    a ``mask`` it masks what the run writes (a private run: :mod:`.private`)."""
     out.mkdir(parents=True, exist_ok=True)
-    ctx = RunContext(db, out, mask=mask, rejudge=rejudge)
+    plan = plan.pinned(time.time())
+    ctx = RunContext(db, out, services or Services())
     table: pa.Table | None = None
     for step in plan.steps:
         table = step.apply(table, ctx)

@@ -23,11 +23,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from ..location import Db, location
 from .masking import mask_file
-from .operators import Export, Mask, PlanError, Plot, Rejudge
+from .operators import Export, Mask, PlanError, Plot, Services
 from .plan import MANIFEST_FILE, PLAN_FILE, Plan
 
 RESULT_STEPS = frozenset({"aggregate", "plot", "export"})
@@ -57,6 +58,7 @@ def run_private(
     command that runs :func:`job` there (the caller wires its masker and auditor, as this
     host wires ``mask``). Returns what the job printed (masked) and the manifest.
     :class:`PlanError` when refused or failed."""
+    plan = plan.pinned(time.time())
     reason = refusal(plan)
     if reason is not None:
         raise PlanError(reason)
@@ -103,6 +105,7 @@ def _sandbox(plan_path: Path, db: Path, out: Path) -> list[str]:
         argv += ["--ro-bind", str(path), str(path)]
     argv += ["--ro-bind", str(plan_path), JOB_PLAN, "--bind", str(out), str(out)]
     argv += ["--clearenv", "--setenv", "HOME", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp"]
+    argv += ["--setenv", "HF_HUB_OFFLINE", "1"]  # models come from installed packages only
     imports = [str(Path(p).resolve()) for p in sys.path if p and Path(p).is_dir()]
     argv += ["--setenv", "PYTHONPATH", ":".join(imports)]  # operators of installed plugins
     return [*argv, "--chdir", "/tmp", "--"]
@@ -139,12 +142,14 @@ def _discard(out: Path) -> None:
             path.unlink()
 
 
-def job(argv: list[str], *, mask: Mask, rejudge: Rejudge) -> None:
+def job(argv: list[str], services: Services) -> None:
     """Inside the sandbox (``argv``: plan file, database, run folder): run the plan
-    privately; print its result if it aggregated."""
+    privately (``services`` with their ``mask``); print its result if it aggregated."""
     from .plan import load_plan, preview, run_plan
 
     plan = load_plan(Path(argv[0]))
-    table, _ = run_plan(plan, Path(argv[1]), Path(argv[2]), mask=mask, rejudge=rejudge)
+    if services.mask is None:
+        raise PlanError("the private job needs a masker")
+    table, _ = run_plan(plan, Path(argv[1]), Path(argv[2]), services)
     if any(step.NAME == "aggregate" for step in plan.steps):
         print(preview(table))

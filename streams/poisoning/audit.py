@@ -118,6 +118,23 @@ def audit_dataset(
     return report
 
 
+def findings(
+    ids: Sequence[str], texts: Sequence[str], labels: Sequence[str], embedder: TextEmbedder
+) -> list[tuple[str, str]]:
+    """Each record's finding: ``("trigger", phrase)``, ``("flip", "neighbours say <label>
+    (agreement a)")`` or ``("", "")``, in order (DataElf's ``poison``)."""
+    records = [LabeledRecord(i, t, str(lab)) for i, t, lab in zip(ids, texts, labels, strict=True)]
+    report = audit_dataset(records, embedder, k=min(10, max(1, len(records) - 1)))
+    found = {i: ("", "") for i in ids}
+    for flip in report.flips:
+        why = f"neighbours say {flip.neighbour_label} (agreement {flip.agreement:.2f})"
+        found[flip.record_id] = ("flip", why)
+    for trigger in report.triggers:
+        for record_id in trigger.record_ids:
+            found[record_id] = ("trigger", trigger.phrase)
+    return [found[i] for i in ids]
+
+
 def _neighbour_vote(
     row: np.ndarray, labels: np.ndarray, label: str, k: int, exclude: np.ndarray | None = None
 ) -> tuple[float, str]:

@@ -111,6 +111,24 @@ def select_diverse(scored: Sequence[Scored], vectors: np.ndarray, k: int) -> lis
     return [scored[i] for i in k_center(vectors, k, weights)]
 
 
+def value_table(
+    trajectories: Sequence[Trajectory], embedder: TextEmbedder, lm: LMScorer | None = None
+) -> list[dict[str, float]]:
+    """Each trajectory's components (with ``lm``: ``ifd`` and the response's
+    ``perplexity`` too) and its composite as ``value``, for a table of them (DataElf's
+    ``score``)."""
+    records = [record_from_trajectory(t) for t in trajectories]
+    scored, _ = score_records(records, embedder, lm)
+    rows = []
+    for s in scored:
+        row = {k: v for k, v in s.components.items() if k != "ifd_raw"}
+        if lm is not None:
+            text = s.record.response
+            row["perplexity"] = round(lm.perplexity(text), 4) if text.strip() else float("nan")
+        rows.append({**row, "value": s.composite})
+    return rows
+
+
 def score_event(s: Scored, producer_version: str = SCORER_VERSION) -> Score:
     """The ``sf.scores`` event of a scored trajectory (deterministic id)."""
     return Score(

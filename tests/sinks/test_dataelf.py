@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from safactory.cli.main import app
 from safactory.schemas import Step, Verdict
-from safactory.sinks.dataelf.operators import PlanError, RunContext
+from safactory.sinks.dataelf.operators import PlanError, RunContext, Services
 from safactory.sinks.dataelf.plan import Plan, load_plan, run_plan
 from safactory.sinks.lance import LanceSink
 from safactory.streams.assembly import TrajectoryAssembler
@@ -182,8 +182,9 @@ def test_the_cli_prints_the_plan_runs_it_and_refuses_an_intent_without_a_plan(
         r"^web\s+1$", result.output, re.M
     )
     assert (out / "plan.json").exists()
-    refused = runner.invoke(app, ["data", "ask", "unsafe episodes per env", "--db", str(path)])
-    assert refused.exit_code == 2 and "--plan" in refused.output
+    both = ["data", "ask", "unsafe episodes per env", "--plan", str(plan), "--db", str(path)]
+    refused = runner.invoke(app, both)
+    assert refused.exit_code == 2 and "one of the two" in refused.output
 
 
 def test_steps_joined_with_their_verdicts_and_deduped(
@@ -245,7 +246,7 @@ def test_reaudit_without_a_rule_shows_what_changed(tmp_path: Path) -> None:
             ]
         }
     )
-    table, _ = run_plan(plan, path, tmp_path / "run", rejudge=rejudge)
+    table, _ = run_plan(plan, path, tmp_path / "run", Services(rejudge=rejudge))
     changed = {
         a.source_event_id for a, b in zip(stored, without, strict=True) if a.decision != b.decision
     }
@@ -255,7 +256,7 @@ def test_reaudit_without_a_rule_shows_what_changed(tmp_path: Path) -> None:
         {"steps": [{"op": "select", "table": "steps"}, {"op": "reaudit", "without": ["rule.nope"]}]}
     )
     with pytest.raises(PlanError, match=r"unknown checker\(s\) rule.nope"):
-        run_plan(unknown, path, tmp_path / "bad", rejudge=rejudge)
+        run_plan(unknown, path, tmp_path / "bad", Services(rejudge=rejudge))
 
 
 async def _fast_summaries(steps: list[Step], without: str = "") -> list[Verdict]:

@@ -24,12 +24,15 @@ from safactory.infra.config import Settings
 
 @contextlib.contextmanager
 def scripted_upstream(
-    replies: list[dict[str, Any]], fingerprint: str | None = None
+    replies: list[dict[str, Any]],
+    fingerprint: str | None = None,
+    seen: list[dict[str, Any]] | None = None,
 ) -> Iterator[str]:
     """An upstream answering a chat with ``replies[n]``, n = the tool results in it so far
-    (so each turn of an agent loop gets its own reply); yields its ``/v1`` base URL."""
+    (so each turn of an agent loop gets its own reply); yields its ``/v1`` base URL. The
+    request bodies are appended to ``seen`` when given."""
     app = FastAPI()
-    seen: list[dict[str, Any]] = []
+    seen = [] if seen is None else seen
 
     @app.post("/v1/chat/completions")
     async def _chat(request: Request) -> dict[str, Any]:

@@ -4,6 +4,7 @@ SmolLM2 run takes minutes and is measured in docs/DEMO.md)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -91,3 +92,93 @@ def test_demo_closes_the_loop(kafka: str, tmp_path: Path) -> None:
     for name in ("audit", "assemble", "sink", "train", "simulate", "skills", "simulate-skills"):
         assert Path(summary["logs"][name]).is_file()
     assert summary["killed_on_stop"] == []
+    _dataelf_intents_on_the_demo_database(workdir / "lancedb", tmp_path / "dataelf")
+
+
+INTENTS = Path(__file__).parents[2] / "data" / "intents.jsonl"
+
+
+def _careful_plan(intent: str, out: Path, then: list[dict] | None = None) -> Path:
+    """The intent set's plan for ``intent`` on the demo's env (it runs only ``choice``),
+    with ``then`` steps added."""
+    for line in INTENTS.read_text().splitlines():
+        raw = json.loads(line)
+        if raw["intent"] == intent:
+            for step in raw["steps"]:
+                if "env" in step:
+                    step["env"] = "choice"
+            raw["steps"] += then or []
+            out.write_text(json.dumps(raw))
+            return out
+    raise AssertionError(f"{intent!r} is not in {INTENTS}")
+
+
+def _dataelf_intents_on_the_demo_database(db: Path, work: Path) -> None:
+    """The issue's DataElf intents, end to end by ``safactory data ask`` on what the demo
+    stored, each checked against the tables themselves."""
+    from typer.testing import CliRunner
+
+    from safactory.cli.main import app
+
+    work.mkdir()
+
+    def ask(intent: str, name: str, then: list[dict] | None = None) -> Path:
+        plan, out = _careful_plan(intent, work / f"{name}.json", then), work / name
+        args = ["data", "ask", "--plan", str(plan), "--db", str(db), "--out", str(out), "--yes"]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        return out
+
+    verdicts = open_table(db, "verdicts").to_arrow().to_pylist()
+    out = ask("how often did each risk type fire per policy version, as a chart", "risk")
+    assert (out / "risk.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fired = [v for v in verdicts if v["severity"] != "none"]
+    assert fired and json.loads((out / "manifest.json").read_text())["rows"] == str(
+        len({(v["policy_version"], v["risk_type"]) for v in fired})
+    )
+
+    out = ask(
+        "the 200 most valuable safe trajectories from the os env since version 3, diverse, "
+        "as chat JSONL",
+        "valuable",
+    )
+    records = [json.loads(x) for x in (out / "valuable.jsonl").read_text().splitlines()]
+    assert records and len(records) <= 200
+    assert all(r["metadata"]["outcome"] == "success" for r in records)
+    assert all(r["metadata"]["policy_version"] >= 3 for r in records)
+
+    intent = (
+        "re-audit last week's tool-use steps without the destructive-command rule and show "
+        "what changed"
+    )
+    export = [{"op": "export", "format": "csv", "name": "steps.csv"}]
+    out = ask(intent, "reaudit", export)
+    with (out / "steps.csv").open() as fh:
+        changed = list(csv.DictReader(fh))
+    assert all(row["changed"] == "true" for row in changed)
+    # the same steps judged by the whole fast tier: a step whose new decision differs
+    # from that one's is a step the rule left out had decided
+    _careful_plan(intent, work / "all.json")
+    whole = json.loads((work / "all.json").read_text())
+    whole["steps"] = [whole["steps"][0], {"op": "reaudit"}, *export]
+    (work / "all.json").write_text(json.dumps(whole))
+    args = ["data", "ask", "--plan", str(work / "all.json"), "--db", str(db), "--yes"]
+    result = CliRunner().invoke(app, [*args, "--out", str(work / "all")])
+    assert result.exit_code == 0, result.output
+    with (work / "all" / "steps.csv").open() as fh:
+        by_whole = {row["event_id"]: row["reaudit_decision"] for row in csv.DictReader(fh)}
+    decided = {
+        v["source_event_id"]
+        for v in verdicts
+        if v["checker"] == "harm.beyond_scope" and v["decision"] != "allow"
+    }
+    differ = {r["event_id"] for r in changed if r["reaudit_decision"] != by_whole[r["event_id"]]}
+    assert differ <= decided
+
+    out = ask(
+        "find records whose labels look flipped",
+        "flipped",
+        [{"op": "export", "format": "csv", "name": "flipped.csv"}],
+    )
+    with (out / "flipped.csv").open() as fh:
+        assert all(row["poison"] == "flip" for row in csv.DictReader(fh))
