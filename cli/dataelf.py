@@ -54,8 +54,8 @@ def ask(
         bool,
         typer.Option(
             "--private",
-            help="run in a sandbox (no network, database read-only); only aggregates, plots "
-            "and masked exports leave, raw rows are never printed",
+            help="only aggregates, plots and masked exports leave the sandbox (every plan "
+            "runs in one: no network, database read-only); raw rows are never printed",
         ),
     ] = False,
 ) -> None:
@@ -66,7 +66,8 @@ def ask(
     poison, export, plot."""
     from ..sinks.dataelf.operators import PlanError
     from ..sinks.dataelf.plan import load_plan, preview, run_plan
-    from ..sinks.dataelf.private import run_private
+    from ..sinks.dataelf.private import run_sandboxed
+    from ..sinks.location import location
     from ..sinks.query import QueryError
     from ..streams.audit.mask import mask_text
     from .dataelf_job import JOB, services
@@ -87,11 +88,13 @@ def ask(
     console.print(plan.model_dump_json(indent=2), highlight=False, markup=False)
     if not yes and not typer.confirm("run it?"):
         raise typer.Exit(1)
+    where = lance_location(db)
     try:
-        if private:
-            shown, manifest = run_private(plan, lance_location(db), out, mask=mask_text, job=JOB)
-        else:
-            table, manifest = run_plan(plan, lance_location(db), out, services())
+        if private or not location(where).remote:
+            mask = mask_text if private else None
+            shown, manifest = run_sandboxed(plan, where, out, job=JOB, mask=mask)
+        else:  # the sandbox has no network to reach an object store
+            table, manifest = run_plan(plan, where, out, services())
             shown = preview(table)
     except (PlanError, QueryError) as exc:
         raise _fail(str(exc), code=2) from None

@@ -69,4 +69,4 @@ def services(*, private: bool = False) -> Services:
 
 
 if __name__ == "__main__":
-    job(sys.argv[1:], services(private=True))
+    job(sys.argv[1:], services(private=sys.argv[4:5] == ["private"]))

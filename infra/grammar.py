@@ -1,7 +1,13 @@
 """JSON-schema-constrained decoding for Hugging Face ``generate``: the schema compiled once
-against the tokenizer (xgrammar: chosen by measurement, docs/DECISIONS.md), then a fresh
-logits processor per generation that masks every token the schema does not allow next, so
-greedy decoding writes JSON valid under the schema (compact separators) and then EOS.
+against the tokenizer, then a fresh logits processor per generation that masks every token
+the schema does not allow next, so greedy decoding writes JSON valid under the schema
+(compact separators) and then EOS. The library is llguidance, chosen by measurement against
+xgrammar, outlines-core and lm-format-enforcer (docs/DECISIONS.md, bench/planner_grammar.py).
+
+The model's vocabulary (its logits' width) may differ from the tokenizer's: masks are built
+for the tokenizer and applied to whatever width the logits have, logits past the mask being
+disallowed. Special tokens other than EOS are never allowed (a grammar may let
+``<|im_start|>`` into a JSON string as its literal text, which decoding drops).
 
 Why here, in ``infra/``: the DataElf planner (``sinks/``) and any model server of ours
 constrain output the same way, and the components may not import one another.
@@ -9,14 +15,13 @@ constrain output the same way, and the components may not import one another.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from transformers import LogitsProcessor, PreTrainedTokenizerBase
 
-Constrained = Callable[[], LogitsProcessor]
+Factory = Callable[[], LogitsProcessor]
 """Gives a fresh logits processor for one generation (batch size 1)."""
 _BITS = torch.arange(32, dtype=torch.int32)
 
@@ -26,10 +31,15 @@ def vocab_size(tokenizer: PreTrainedTokenizerBase) -> int:
     return max(len(tokenizer), max(tokenizer.get_vocab().values()) + 1)
 
 
+def banned_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """The special tokens other than EOS."""
+    specials = (i for i, t in tokenizer.added_tokens_decoder.items() if t.special)
+    return sorted(i for i in specials if i != tokenizer.eos_token_id)
+
+
 def apply_bitmask(scores: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
     """``scores`` with -inf where ``bitmask`` (int32 words, bit ``i % 32`` of word ``i // 32``
-    for token ``i``) holds 0, and past its end (a model's vocabulary may be wider than its
-    tokenizer's)."""
+    for token ``i``) holds 0, and past its end."""
     allowed = ((bitmask.view(1, -1, 1) >> _BITS) & 1).bool().view(1, -1)
     width = scores.shape[-1]
     if allowed.shape[-1] < width:
@@ -37,53 +47,83 @@ def apply_bitmask(scores: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
     return scores.masked_fill(~allowed[:, :width], float("-inf"))
 
 
-class Bitmasked(LogitsProcessor):
-    """One generation of batch size 1 under a grammar matcher: the last sampled token goes
-    to the matcher (``accept``), then the scores are masked to what it allows next
-    (``fill`` writes an int32 bitmask)."""
+class Constrained(LogitsProcessor):
+    """One generation of batch size 1: the last sampled token goes to the grammar, then the
+    scores are masked to what the grammar allows next, less the ``banned`` tokens. A
+    subclass gives ``_consume`` and ``_mask``."""
+
+    def __init__(self, banned: list[int]) -> None:
+        self._started = False
+        self._banned = torch.tensor(banned, dtype=torch.long)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.Tensor:
+        if input_ids.shape[0] != 1:
+            raise ValueError(f"batch size 1 only, got {input_ids.shape[0]}")
+        if self._started:
+            self._consume(int(input_ids[0, -1]))
+        self._started = True
+        scores = self._mask(input_ids, scores)
+        scores[:, self._banned[self._banned < scores.shape[-1]]] = float("-inf")
+        return scores
+
+    def _consume(self, token: int) -> None:
+        raise NotImplementedError
+
+    def _mask(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class Bitmasked(Constrained):
+    """A grammar matcher that writes the allowed tokens into an int32 bitmask (``fill``)
+    and takes each sampled token (``accept``)."""
 
     def __init__(
         self,
         matcher: Any,
         words: int,
+        banned: list[int],
         accept: Callable[[Any, int], object],
         fill: Callable[[Any, torch.Tensor], None],
     ) -> None:
+        super().__init__(banned)
         self._matcher = matcher
         self._bitmask = torch.full((1, words), -1, dtype=torch.int32)
         self._accept = accept
         self._fill = fill
-        self._started = False
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.Tensor:
-        if input_ids.shape[0] != 1:
-            raise ValueError(f"batch size 1 only, got {input_ids.shape[0]}")
-        if self._started and self._accept(self._matcher, int(input_ids[0, -1])) is False:
-            raise RuntimeError(f"the grammar rejected token {int(input_ids[0, -1])}")
-        self._started = True
+    def _consume(self, token: int) -> None:
+        if self._accept(self._matcher, token) is False:
+            raise RuntimeError(f"grammar rejected token {token}")
+
+    def _mask(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         self._fill(self._matcher, self._bitmask)
         return apply_bitmask(scores, self._bitmask)
 
 
-def json_schema(tokenizer: PreTrainedTokenizerBase, schema: dict[str, Any]) -> Constrained:
-    """Compile ``schema`` for ``tokenizer`` (once); the result gives a fresh processor per
-    generation."""
-    import xgrammar as xgr
+def json_schema(tokenizer: PreTrainedTokenizerBase, schema: dict[str, Any]) -> Factory:
+    """Compile ``schema`` for ``tokenizer`` once (llguidance: the tokenizer wrapped, the
+    grammar checked, a keyword it does not enforce an error); the result gives a fresh
+    processor per generation (an ``LLMatcher``, which builds its lexer lazily)."""
+    import llguidance
+    import llguidance.hf
 
     n = vocab_size(tokenizer)
-    info = xgr.TokenizerInfo.from_huggingface(
-        tokenizer, vocab_size=n, stop_token_ids=[tokenizer.eos_token_id]
+    lltok = llguidance.hf.from_tokenizer(tokenizer, n_vocab=n, eos_token=tokenizer.eos_token_id)
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(
+        schema, defaults={"whitespace_flexible": False}
     )
-    compiler = xgr.GrammarCompiler(info, max_threads=torch.get_num_threads())
-    compiled = compiler.compile_json_schema(
-        json.dumps(schema), any_whitespace=False, separators=(",", ":")
-    )
-    words = (n + 31) // 32
+    failed, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar, lltok)
+    if failed or messages:
+        raise ValueError(f"llguidance: {'; '.join(messages)}")
+    words, banned = (n + 31) // 32, banned_ids(tokenizer)
 
     def fill(matcher: Any, bitmask: torch.Tensor) -> None:
-        matcher.fill_next_token_bitmask(bitmask)
+        matcher.unsafe_compute_mask_ptr(bitmask.data_ptr(), bitmask.numel() * 4)
+        if matcher.is_error():
+            raise RuntimeError(f"llguidance: {matcher.get_error()}")
 
     def make() -> LogitsProcessor:
-        return Bitmasked(xgr.GrammarMatcher(compiled), words, xgr.GrammarMatcher.accept_token, fill)
+        matcher = llguidance.LLMatcher(lltok, grammar)
+        return Bitmasked(matcher, words, banned, llguidance.LLMatcher.consume_token, fill)
 
     return make

@@ -243,12 +243,21 @@ class Where(Operator):
         assert table is not None
         values = column_of(table, self.column, "where")
         mask = pc.is_valid(values)
-        if self.equals is not None:
-            mask = pc.and_(mask, pc.equal(values, pa.scalar(self.equals)))
-        if self.min is not None:
-            mask = pc.and_(mask, pc.greater_equal(values, self.min))
-        if self.max is not None:
-            mask = pc.and_(mask, pc.less_equal(values, self.max))
+        try:
+            if self.equals is not None:
+                wanted = pa.scalar(self.equals).cast(values.type)
+                mask = pc.and_(mask, pc.equal(values, wanted))
+            if self.min is not None:
+                mask = pc.and_(mask, pc.greater_equal(values, self.min))
+            if self.max is not None:
+                mask = pc.and_(mask, pc.less_equal(values, self.max))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            given = {"equals": self.equals, "min": self.min, "max": self.max}
+            shown = ", ".join(f"{k}={v!r}" for k, v in given.items() if v is not None)
+            raise PlanError(
+                f"where: column {self.column!r} holds {values.type}; {shown} cannot be "
+                "compared with it"
+            ) from None
         return table.filter(mask)
 
 
@@ -373,8 +382,14 @@ class Join(Operator):
                 f"join: table {self.table!r} has no column(s) {', '.join(unknown)}; it has "
                 f"{', '.join(n for n in other.schema.names if n not in HIDDEN_COLUMNS)}"
             )
-        right = other.search().select([self.right_on, *self.columns]).limit(None).to_arrow()
-        right = right.rename_columns([self.right_on, *(f"{self.table}_{c}" for c in self.columns)])
+        names = list(dict.fromkeys([self.right_on, *self.columns]))  # the key may be asked for
+        stored = other.search().select(names).limit(None).to_arrow()
+        right = pa.table(
+            {
+                self.right_on: stored[self.right_on],
+                **{f"{self.table}_{c}": stored[c] for c in dict.fromkeys(self.columns)},
+            }
+        )
         joined = table.join(
             right,
             keys=self.left_on,
@@ -423,7 +438,7 @@ class Dedupe(Operator):
                 continue
             seen.add(text)
             kept.append(i)
-        return table.take(kept)
+        return table.take(pa.array(kept, pa.int64()))
 
 
 @register
@@ -575,7 +590,7 @@ class Plot(Operator):
         axes.set_xlabel(self.x)
         axes.set_ylabel(self.y)
         axes.set_title(self.title or f"{self.y} per {self.x}")
-        if self.series:
+        if self.series and xs:  # no rows, no bars to name
             axes.legend(title=self.series, fontsize="small")
         figure.tight_layout()
         path = ctx.out / self.name

@@ -18,6 +18,7 @@ its columns are checked when it runs.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 import types
@@ -251,9 +252,11 @@ class Prompt:
         return np.asarray(self.embed([e.intent for e in self.examples]), dtype=np.float32)
 
     def nearest(self, intent: str) -> list[Example]:
-        """The ``shown`` examples nearest in meaning to ``intent``, the nearest last."""
+        """The ``shown`` examples nearest in meaning to ``intent``, the nearest last (an
+        example of the intent itself left out: measuring on the examples stays fair)."""
         query = np.asarray(self.embed([intent])[0], dtype=np.float32)
-        order = np.argsort(-(self._vectors @ query), kind="stable")[: self.shown]
+        order = np.argsort(-(self._vectors @ query), kind="stable")
+        order = [i for i in order if self.examples[i].intent != intent][: self.shown]
         return [self.examples[i] for i in reversed(order)]
 
     def messages(self, intent: str) -> list[dict[str, str]]:
@@ -315,6 +318,21 @@ class EmbeddedPlanner:
         self.max_tokens = max_tokens
         schema = plan_schema(prompt.values)
         self._constrained = (constrain or json_schema)(self.tokenizer, schema)
+        self._prefix, self._prefix_cache = self._prefill(prompt.messages("")[:1])
+
+    def _prefill(self, system: list[dict[str, str]]) -> tuple[list[int], Any]:
+        """The system message's tokens and their key/value cache, computed once: every
+        prompt starts with them, so only the examples and the intent are prefilled per plan."""
+        import torch
+        from transformers import DynamicCache
+
+        from ...infra.models import chat_ids
+
+        ids = chat_ids(self.tokenizer, system, add_generation_prompt=False)
+        cache = DynamicCache()
+        with torch.inference_mode():
+            self.model(torch.tensor([ids]), past_key_values=cache, use_cache=True)
+        return ids, cache
 
     def plan(self, intent: str) -> Plan:
         return self.planned(intent).plan
@@ -330,9 +348,13 @@ class EmbeddedPlanner:
         messages = self.prompt.messages(intent)
         ids = chat_ids(self.tokenizer, messages, add_generation_prompt=True)
         inputs = torch.tensor([ids])
+        cached = {}
+        if ids[: len(self._prefix)] == self._prefix:  # the template kept the boundary
+            cached["past_key_values"] = copy.deepcopy(self._prefix_cache)
         with torch.inference_mode():
             out = self.model.generate(
                 inputs,
+                **cached,
                 attention_mask=torch.ones_like(inputs),
                 logits_processor=LogitsProcessorList([self._constrained()]),
                 do_sample=False,

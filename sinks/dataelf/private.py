@@ -1,15 +1,16 @@
-"""Private DataElf runs: data usable but not seen.
+"""Sandboxed DataElf runs, and private ones: data usable but not seen.
 
-A private plan runs as a job in a bubblewrap sandbox: no network (its own empty network
-namespace), every capability dropped, the interpreter, the project and the database mounted
-read-only, only the run's output folder writable. What leaves is checked by the host after
-the job, not trusted from it:
+A plan runs as a job in a bubblewrap sandbox: no network (its own empty network
+namespace), every capability dropped, no device nodes (``/dev/urandom`` is a read-only file
+of fresh random bytes, for libraries that seed from it), the interpreter, the project and
+the database mounted read-only, only the run's output folder writable. The folder may hold
+only the files the plan names, ``plan.json`` and the manifest, which the host writes again;
+anything else, and the whole run is discarded. A plain run prints its result rows. A
+private run (a masker given) is checked further by the host after the job, not trusted
+from it:
 
 - the plan must end in an aggregate, a plot or an export (:func:`refusal`): a plan whose
   result is raw rows is refused before anything runs;
-- the folder may hold only the files the plan names (its exports and plots), ``plan.json``
-  and the manifest, which the host writes again; anything else, and the whole run is
-  discarded;
 - exports are masked by the auditor's secret and personal-data rules (inside the job, and
   again by the host), as are aggregate keys and whatever the job prints, which it prints
   only when the plan aggregated.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -51,31 +53,35 @@ def refusal(plan: Plan) -> str | None:
     return None
 
 
-def run_private(
-    plan: Plan, db: Db, out: Path, *, mask: Mask, job: list[str]
+def run_sandboxed(
+    plan: Plan, db: Db, out: Path, *, job: list[str], mask: Mask | None = None
 ) -> tuple[str, dict[str, str]]:
     """Run ``plan`` on ``db`` in the sandbox into ``out`` (new or empty): ``job`` is the
-    command that runs :func:`job` there (the caller wires its masker and auditor, as this
-    host wires ``mask``). Returns what the job printed (masked) and the manifest.
-    :class:`PlanError` when refused or failed."""
+    command that runs :func:`job` there (the caller wires its services, as this host wires
+    ``mask``). With ``mask`` the run is private. Returns what the job printed (masked when
+    private) and the manifest. :class:`PlanError` when refused or failed."""
     plan = plan.pinned(time.time())
-    reason = refusal(plan)
+    reason = refusal(plan) if mask is not None else None
     if reason is not None:
         raise PlanError(reason)
     where = location(db)
     if where.remote:
-        raise PlanError(f"private mode reads a local database (the sandbox has no network): {db}")
+        raise PlanError(f"a sandboxed plan reads a local database (it has no network): {db}")
     folder = Path(where.uri).resolve()
     if shutil.which("bwrap") is None:
-        raise PlanError("private mode needs bubblewrap: apt-get install -y bubblewrap")
+        raise PlanError("a sandboxed plan needs bubblewrap: apt-get install -y bubblewrap")
     if out.exists() and any(out.iterdir()):
-        raise PlanError(f"--out {out}: private mode writes into a new or empty folder")
+        raise PlanError(f"--out {out}: a sandboxed plan writes into a new or empty folder")
     out.mkdir(parents=True, exist_ok=True)
+    mode = "private" if mask is not None else "plain"
     with tempfile.TemporaryDirectory(prefix="sf-dataelf-") as staging:
         plan_path = Path(staging) / PLAN_FILE
         plan_path.write_text(plan.model_dump_json())
+        random_bytes = Path(staging) / "urandom"
+        random_bytes.write_bytes(os.urandom(1 << 16))
+        sandbox = _sandbox(plan_path, random_bytes, folder, out.resolve())
         done = subprocess.run(
-            [*_sandbox(plan_path, folder, out.resolve()), *job, JOB_PLAN, str(folder), str(out)],
+            [*sandbox, *job, JOB_PLAN, str(folder), str(out), mode],
             capture_output=True,
             text=True,
             timeout=JOB_TIMEOUT_S,
@@ -83,11 +89,11 @@ def run_private(
     if done.returncode != 0:
         _discard(out)
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        raise PlanError(f"the private job failed: {lines[-1] if lines else done.returncode}")
+        raise PlanError(f"the {mode} job failed: {lines[-1] if lines else done.returncode}")
     return _released(plan, out, done.stdout, mask)
 
 
-def _sandbox(plan_path: Path, db: Path, out: Path) -> list[str]:
+def _sandbox(plan_path: Path, random_bytes: Path, db: Path, out: Path) -> list[str]:
     """bubblewrap's part of the job's command line (this interpreter's files readable)."""
     readable = {Path(sys.prefix), Path(sys.base_prefix), _PROJECT, db}
     readable |= {Path(p) for p in sys.path if p and Path(p).is_dir()}
@@ -104,6 +110,7 @@ def _sandbox(plan_path: Path, db: Path, out: Path) -> list[str]:
     for path in (p for p in paths if not p.is_relative_to("/usr")):
         argv += ["--ro-bind", str(path), str(path)]
     argv += ["--ro-bind", str(plan_path), JOB_PLAN, "--bind", str(out), str(out)]
+    argv += ["--dir", "/dev", "--ro-bind", str(random_bytes), "/dev/urandom"]
     argv += ["--clearenv", "--setenv", "HOME", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp"]
     argv += ["--setenv", "HF_HUB_OFFLINE", "1"]  # models come from installed packages only
     imports = [str(Path(p).resolve()) for p in sys.path if p and Path(p).is_dir()]
@@ -111,18 +118,20 @@ def _sandbox(plan_path: Path, db: Path, out: Path) -> list[str]:
     return [*argv, "--chdir", "/tmp", "--"]
 
 
-def _released(plan: Plan, out: Path, printed: str, mask: Mask) -> tuple[str, dict[str, str]]:
-    """Check and mask what the job left; the manifest, written by the host."""
+def _released(plan: Plan, out: Path, printed: str, mask: Mask | None) -> tuple[str, dict[str, str]]:
+    """Check (and, private, mask) what the job left; the manifest, written by the host."""
     named = {s.name: s for s in plan.steps if isinstance(s, Export | Plot)}
     found = {p.name for p in out.iterdir()}
     extra = sorted(found - set(named) - {PLAN_FILE, MANIFEST_FILE})
     if extra:
         _discard(out)
-        raise PlanError(f"the private job wrote files its plan does not name: {extra}; discarded")
+        raise PlanError(f"the job wrote files its plan does not name: {extra}; discarded")
     manifest = {}
+    if mask is None:  # a plain run may say how many rows it made
+        manifest["rows"] = json.loads((out / MANIFEST_FILE).read_text())["rows"]
     for name, step in named.items():
         path = out / name
-        if isinstance(step, Export):
+        if isinstance(step, Export) and mask is not None:
             try:
                 mask_file(path, step.format, mask)
             except (ValueError, OSError) as exc:
@@ -131,7 +140,7 @@ def _released(plan: Plan, out: Path, printed: str, mask: Mask) -> tuple[str, dic
         manifest[name] = hashlib.sha256(path.read_bytes()).hexdigest()
     (out / PLAN_FILE).write_text(plan.model_dump_json(indent=2) + "\n")
     (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    return mask(printed), manifest
+    return (printed if mask is None else mask(printed)), manifest
 
 
 def _discard(out: Path) -> None:
@@ -143,13 +152,15 @@ def _discard(out: Path) -> None:
 
 
 def job(argv: list[str], services: Services) -> None:
-    """Inside the sandbox (``argv``: plan file, database, run folder): run the plan
-    privately (``services`` with their ``mask``); print its result if it aggregated."""
+    """Inside the sandbox (``argv``: plan file, database, run folder, ``plain`` or
+    ``private``): run the plan with ``services`` (a private run's with their ``mask``);
+    print its result rows, in a private run only if it aggregated."""
     from .plan import load_plan, preview, run_plan
 
     plan = load_plan(Path(argv[0]))
-    if services.mask is None:
+    private = argv[3] == "private"
+    if private and services.mask is None:
         raise PlanError("the private job needs a masker")
     table, _ = run_plan(plan, Path(argv[1]), Path(argv[2]), services)
-    if any(step.NAME == "aggregate" for step in plan.steps):
+    if not private or any(step.NAME == "aggregate" for step in plan.steps):
         print(preview(table))

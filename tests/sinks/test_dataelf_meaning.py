@@ -15,6 +15,7 @@ from test_data_sink import deliveries
 from safactory.cli.dataelf_job import services
 from safactory.infra.embedding import MiniLM
 from safactory.schemas import ChatMessage, EpisodeEnded, Outcome, Step
+from safactory.sinks.dataelf.operators import PlanError
 from safactory.sinks.dataelf.plan import Plan, run_plan
 from safactory.sinks.lance import LanceSink
 from safactory.streams.assembly import TrajectoryAssembler
@@ -180,3 +181,16 @@ def test_histogram_rates_and_otel(db: Path, tmp_path: Path) -> None:
         any(e["name"] == "gen_ai.evaluation.result" for x in s for e in x.get("events", []))
         for s in spans
     )
+
+
+def test_a_comparison_of_the_wrong_type_and_an_empty_selection(db: Path, tmp_path: Path) -> None:
+    select = {"op": "select", "table": "steps", "env": "nowhere"}
+    empty, _ = _run(db, tmp_path / "e", select, {"op": "dedupe", "columns": ["text"]})
+    assert empty.num_rows == 0
+    with pytest.raises(PlanError, match=r"where: column 'step_index' holds int32; equals='one'"):
+        _run(
+            db,
+            tmp_path / "w",
+            {"op": "select", "table": "steps"},
+            {"op": "where", "column": "step_index", "equals": "one"},
+        )

@@ -1,5 +1,6 @@
-"""DataElf's private mode: a plan runs in a sandbox, and only aggregates, plots and masked
-exports leave it; raw rows, the network and files the plan does not name are refused."""
+"""DataElf's sandbox and private mode: a plan runs in a sandbox without network, and in
+private mode only aggregates, plots and masked exports leave it; raw rows, the network and
+files the plan does not name are refused."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from safactory.cli.main import app
 from safactory.schemas import ChatMessage, Step
 from safactory.sinks.dataelf.operators import PlanError
 from safactory.sinks.dataelf.plan import Plan, run_plan
-from safactory.sinks.dataelf.private import run_private
+from safactory.sinks.dataelf.private import run_sandboxed
 from safactory.sinks.lance import LanceSink
 from safactory.streams.assembly import TrajectoryAssembler
 from safactory.streams.audit.mask import mask_text
@@ -77,7 +78,7 @@ def test_exports_leave_masked_and_raw_rows_are_not_printed(db: Path, tmp_path: P
     plan = _plan({"op": "export", "format": "chat_jsonl", "name": "all.jsonl"})
     run_plan(plan, db, tmp_path / "plain")
     assert LEAKED in (tmp_path / "plain" / "all.jsonl").read_text()  # what masking must stop
-    shown, manifest = run_private(plan, db, tmp_path / "private", mask=mask_text, job=JOB)
+    shown, manifest = run_sandboxed(plan, db, tmp_path / "private", mask=mask_text, job=JOB)
     text = (tmp_path / "private" / "all.jsonl").read_text()
     assert shown == "" and set(manifest) == {"all.jsonl"}
     assert "4111" not in text and "AKIA" not in text
@@ -109,7 +110,7 @@ def test_an_aggregate_and_its_chart_leave_through_the_cli(db: Path, tmp_path: Pa
 
 def test_a_plan_whose_result_is_raw_rows_is_refused(db: Path, tmp_path: Path) -> None:
     with pytest.raises(PlanError, match=r"raw rows \(it ends with top\)"):
-        run_private(
+        run_sandboxed(
             _plan({"op": "top", "column": "reward", "k": 3}),
             db,
             tmp_path / "out",
@@ -151,17 +152,19 @@ def test_the_job_cannot_reach_the_network(db: Path, tmp_path: Path, plugin: None
     plan = _plan({"op": "phone_home", "port": port}, {"op": "aggregate", "by": ["env"]})
     try:
         with pytest.raises(PlanError, match=r"the private job failed: .*(unreachable|refused)"):
-            run_private(plan, db, tmp_path / "out", mask=mask_text, job=JOB)
+            run_sandboxed(plan, db, tmp_path / "out", mask=mask_text, job=JOB)
+        with pytest.raises(PlanError, match=r"the plain job failed: .*(unreachable|refused)"):
+            run_sandboxed(plan, db, tmp_path / "plain", job=JOB)  # a plain run: sandboxed too
         run_plan(plan, db, tmp_path / "outside")  # the same plan outside the sandbox calls
         waiting.join(15)
     finally:
         listener.close()
     assert called == [b"rows"]
-    assert list((tmp_path / "out").iterdir()) == []
+    assert list((tmp_path / "out").iterdir()) == list((tmp_path / "plain").iterdir()) == []
 
 
 def test_files_the_plan_does_not_name_are_discarded(db: Path, tmp_path: Path, plugin: None) -> None:
     plan = _plan({"op": "stash"}, {"op": "aggregate", "by": ["env"]})
     with pytest.raises(PlanError, match=r"does not name: \['raw.txt'\]; discarded"):
-        run_private(plan, db, tmp_path / "out", mask=mask_text, job=JOB)
+        run_sandboxed(plan, db, tmp_path / "out", mask=mask_text, job=JOB)
     assert list((tmp_path / "out").iterdir()) == []
