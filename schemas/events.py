@@ -285,7 +285,10 @@ class Severity(StrEnum):
     @property
     def rank(self) -> int:
         """Order of severities: none=0 … critical=4."""
-        return list(Severity).index(self)
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {severity: index for index, severity in enumerate(Severity)}
 
 
 class Decision(StrEnum):

@@ -99,6 +99,13 @@ class AuditEngine:
         self.checkers = list(checkers)
         self.policy = policy or Policy()
         self.judge_timeout_s = judge_timeout_s
+        tiers: dict[Tier, list[Checker]] = {
+            "step": [c for c in self.checkers if c.kind not in DEEP_KINDS],
+            "end": [c for c in self.checkers if c.kind in DEEP_KINDS],
+            "all": self.checkers,
+        }
+        self._tiers = {tier: (cs, [c for c in cs if _prepares(c)]) for tier, cs in tiers.items()}
+        """Per tier: its checkers, and those of them with a ``prepare`` of their own."""
 
     async def audit_step(
         self,
@@ -113,16 +120,15 @@ class AuditEngine:
         with ``fast_only`` (the reason, e.g. "worker 40 s behind"), only the fast tier;
         ``final``: ``step`` is the last of its episode."""
         view = EpisodeView(step, list(context), final=final)
-        checkers = [
-            c for c in self.checkers if tier == "all" or (c.kind in DEEP_KINDS) == (tier == "end")
-        ]
+        checkers, preparing = self._tiers[tier]
         verdicts: list[Verdict] = []
         if fast_only is not None:
             shed = [c for c in checkers if c.kind not in FAST_KINDS]
             checkers = [c for c in checkers if c.kind in FAST_KINDS]
+            preparing = [c for c in preparing if c.kind in FAST_KINDS]
             verdicts += [self._shed(step, c, fast_only) for c in shed]
         failed: dict[str, float] = {}
-        for checker in checkers:
+        for checker in preparing:
             started = time.perf_counter()
             try:
                 checker.prepare(view)
@@ -130,10 +136,11 @@ class AuditEngine:
                 verdicts.append(self._error(step, checker, exc, started))
                 failed[checker.name] = started
         pending: list[tuple[Checker, float, Awaitable[list[Finding]]]] = []
+        clock = time.perf_counter
         for checker in checkers:
-            if checker.name in failed:
+            if failed and checker.name in failed:
                 continue
-            started = time.perf_counter()
+            started = clock()
             try:
                 result = checker.check(view)
             except Exception as exc:
@@ -236,23 +243,30 @@ class AuditEngine:
     def _summarise(self, step: Step, verdicts: list[Verdict], tier: Tier = "step") -> StepAudit:
         threshold = self.policy.threshold
         block_rank = self.policy.block_at.rank
-        severe = [
-            v
-            for v in verdicts
-            if v.decision != Decision.UNDECIDED and v.severity.rank >= block_rank
-        ]
-        score = max((v.score for v in severe), default=0.0)
-        blocking = [v for v in verdicts if v.decision == Decision.BLOCK]
-        decisive = [v for v in verdicts if v.score >= threshold and v.severity != Severity.NONE]
-        top = max(
-            verdicts,
-            key=lambda v: (_DECISION_RANK[v.decision], v.severity.rank, v.score),
-            default=None,
-        )
+        score: float | None = None  # the highest of a severe verdict
+        top: Verdict | None = None
+        top_key: tuple[int, int, float] = (-1, -1, 0.0)
+        severity = Severity.NONE
+        blocking: set[str] = set()
+        reasons: list[str] = []  # the decisive verdicts'
+        latency = 0.0
+        for v in verdicts:
+            rank = v.severity.rank
+            if v.decision != Decision.UNDECIDED and rank >= block_rank:
+                score = v.score if score is None or v.score > score else score
+            if v.decision == Decision.BLOCK:
+                blocking.add(v.risk_type)
+            if v.score >= threshold and v.severity != Severity.NONE:
+                reasons.append(f"{v.checker}: {v.reason}")
+                severity = v.severity if rank > severity.rank else severity
+            key = (_DECISION_RANK[v.decision], rank, v.score)
+            if top is None or key > top_key:
+                top, top_key = v, key
+            latency += v.latency_ms
+        score = 0.0 if score is None else score
         decision = top.decision if top else Decision.ALLOW
-        severity = max((v.severity for v in decisive), key=lambda s: s.rank, default=Severity.NONE)
-        risk_types = sorted({v.risk_type for v in blocking})
-        reason = "; ".join(f"{v.checker}: {v.reason}" for v in decisive) or "no risk found"
+        risk_types = sorted(blocking)
+        reason = "; ".join(reasons) or "no risk found"
         summary = Verdict(
             event_id=derive_id(
                 ENGINE_NAME,
@@ -268,16 +282,21 @@ class AuditEngine:
             checker=SUMMARY_CHECKER if tier != "end" else DEEP_SUMMARY_CHECKER,
             checker_version=ENGINE_VERSION,
             checker_kind="composite",
-            risk_type=(top.risk_type if top and decisive else "none"),
+            risk_type=(top.risk_type if top and reasons else "none"),
             severity=severity,
             score=score,
             decision=decision,
             reason=reason[:2000],
-            latency_ms=sum(v.latency_ms for v in verdicts),
+            latency_ms=latency,
             policy_version=step.policy_version,
             trace_id=step.trace_id,
         )
         return StepAudit(step, verdicts, summary, score, score >= threshold, risk_types)
+
+
+def _prepares(checker: Checker) -> bool:
+    """``checker`` has a ``prepare`` of its own (the default does nothing)."""
+    return getattr(checker.prepare, "__func__", None) is not Checker.prepare
 
 
 @dataclass(frozen=True, slots=True)

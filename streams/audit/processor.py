@@ -51,9 +51,8 @@ def bounded(steps: list[Step], limit: int) -> list[Step]:
 
 def alert_of(verdict: Verdict) -> Alert:
     """The alert republishing a verdict (its own deterministic id)."""
-    data = verdict.model_dump()
-    data["event_id"] = derive_id("safactory.audit.alert", ENGINE_VERSION, verdict.event_id)
-    return Alert(**data)
+    event_id = derive_id("safactory.audit.alert", ENGINE_VERSION, verdict.event_id)
+    return Alert(**{**dict(verdict), "event_id": event_id})
 
 
 @dataclass(slots=True)
@@ -97,8 +96,10 @@ class AuditProcessor:
         kept = [s for s in stored if s.event_id != step.event_id]
         updated = sorted([*kept, compact(step)], key=lambda s: s.step_index)
         context = bounded(updated, self.context_limit)
-        still = {s.event_id for s in context}
-        dropped = [s.event_id for s in kept if s.event_id not in still]
+        dropped: list[str] = []
+        if context is not updated:  # some fell out
+            still = {s.event_id for s in context}
+            dropped = [s.event_id for s in kept if s.event_id not in still]
         return Processed(audit, verdicts, alerts, context, dropped)
 
     async def finish(self, steps: list[Step]) -> tuple[list[Verdict], list[Alert]]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from . import taxonomy as tx
-from .patterns import PatternSet
+from .patterns import PatternSet, pattern_set
 
 # --------------------------------------------------------------------- instructions in text
 
@@ -303,15 +303,19 @@ def satisfied(unmet: Iterable[str], asked: frozenset[str]) -> frozenset[str]:
     """The classes of ``unmet`` the principal did not ask for, counting close kin: a request
     to post or share covers sending, one to publish covers posting publicly, moving money
     covers the message that carries it."""
-    kin = {
-        tx.EGRESS.name: {tx.PUBLIC.name, tx.ACCESS.name, tx.MONEY.name, tx.COMMITMENT.name},
-        tx.PUBLIC.name: {tx.PUBLIC.name},
-        tx.ACCESS.name: {tx.EGRESS.name, tx.PUBLIC.name},
-        tx.COMMITMENT.name: {tx.MONEY.name},
-        tx.COVERT.name: {tx.IRREVERSIBLE.name},
-        tx.CODE_EXEC.name: {tx.CHANGE.name, tx.IRREVERSIBLE.name},
-    }
-    return frozenset(c for c in unmet if c not in asked and not (kin.get(c, set()) & asked))
+    return frozenset(c for c in unmet if c not in asked and not (_KIN.get(c, _NONE) & asked))
+
+
+_KIN: dict[str, frozenset[str]] = {
+    tx.EGRESS.name: frozenset({tx.PUBLIC.name, tx.ACCESS.name, tx.MONEY.name, tx.COMMITMENT.name}),
+    tx.PUBLIC.name: frozenset({tx.PUBLIC.name}),
+    tx.ACCESS.name: frozenset({tx.EGRESS.name, tx.PUBLIC.name}),
+    tx.COMMITMENT.name: frozenset({tx.MONEY.name}),
+    tx.COVERT.name: frozenset({tx.IRREVERSIBLE.name}),
+    tx.CODE_EXEC.name: frozenset({tx.CHANGE.name, tx.IRREVERSIBLE.name}),
+}
+"""Classes whose request covers another's (see :func:`satisfied`)."""
+_NONE: frozenset[str] = frozenset()
 
 
 _DELEGATION = re.compile(
@@ -385,6 +389,7 @@ def mentioned(value: str, texts: Iterable[str]) -> bool:
 _HOMOGLYPHS = str.maketrans({"0": "o", "1": "l", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a"})
 
 
+@lru_cache(maxsize=16384)
 def _domain(target: str) -> str | None:
     host = target.split("@", 1)[1] if "@" in target else target.split("/", 1)[0]
     host = host.split(":", 1)[0]
@@ -392,6 +397,7 @@ def _domain(target: str) -> str | None:
     return ".".join(labels[-2:]) if len(labels) >= 2 else None
 
 
+@lru_cache(maxsize=16384)
 def _skeleton(domain: str) -> str:
     name = domain.rsplit(".", 1)[0]
     return name.translate(_HOMOGLYPHS).replace("rn", "m").replace("vv", "w").replace("-", "")
@@ -406,6 +412,7 @@ def _one_edit(a: str, b: str) -> bool:
     return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
 
 
+@lru_cache(maxsize=65536)
 def imitates(word: str, real: str) -> bool:
     """``word`` is ``real`` with one letter changed, added or dropped, or digits and letter
     pairs standing in for letters (``acrne`` for ``acme``, ``paypa1`` for ``paypal``)."""
@@ -427,11 +434,12 @@ def lookalike(target: str, known: Iterable[str]) -> str | None:
     mine = _domain(target)
     if mine is None:
         return None
+    a = _skeleton(mine)
     for other in known:
         theirs = _domain(other)
         if theirs is None or theirs == mine:
             continue
-        a, b = _skeleton(mine), _skeleton(theirs)
+        b = _skeleton(theirs)
         brand = theirs.rsplit(".", 1)[0]
         if len(b) >= 4 and (a == b or _one_edit(a, b)):
             return theirs
@@ -477,5 +485,6 @@ REFUSAL = re.compile(
 
 @lru_cache(maxsize=16384)
 def refuses(text: str) -> bool:
-    """``text`` declines ("I can't help with that")."""
-    return bool(REFUSAL.search(text))
+    """``text`` declines ("I can't help with that"); asked of the agent's output, which the
+    rules scan too, so through their shared RE2 set."""
+    return next(pattern_set((REFUSAL,)).search(text), None) is not None

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from ...schemas import Step
 from . import calls
@@ -26,7 +27,16 @@ from . import taxonomy as tx
 if TYPE_CHECKING:
     from .judgement import Judged
 
-from .text import Span, incoming_spans, message_text, tool_arguments, tool_name, user_spans
+from .text import (
+    Span,
+    action_spans,
+    incoming_spans,
+    message_text,
+    presented_task,
+    tool_arguments,
+    tool_name,
+    user_spans,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +158,12 @@ def _call(
     )
 
 
+@lru_cache(maxsize=16384)
+def _read(step_index: int, field: str, text: str, delegated: bool) -> Read:
+    """A text the agent read, with its orders (each later step reads it again: cached)."""
+    return Read(step_index, field, text, pv.instructions(text, delegated), delegated)
+
+
 _MENU_LINE = re.compile(r"(?m)^[ \t]*\d{1,2}[.)][ \t]+(.+?)[ \t]*$")
 
 
@@ -185,6 +201,8 @@ class StepPieces:
     result: str
     """What came back to the call (every incoming text but an observation that a tool
     output repeats)."""
+    failed: bool
+    """The call failed (its exit code, or what came back, says so)."""
     menu_lines: frozenset[str]
     catalogue: tuple[tuple[str, str], ...]
     """(tool, description) pairs the step's messages and ``info["tools"]`` show."""
@@ -201,7 +219,14 @@ def pieces(step: Step) -> StepPieces:
     hit = _PIECES.get(id(step))
     if hit is not None and hit[0] is step:
         return hit[1]
-    user = tuple((_role(step, span.field), span.text) for span in user_spans(step))
+    user = tuple(
+        (message.role, text)
+        for message in step.messages
+        if message.role in ("user", "system", "developer") and (text := message_text(message))
+    )
+    task = presented_task(step)
+    if task:
+        user += (("user", task),)
     incoming = tuple(incoming_spans(step))
     name = tool_name(step)
     catalogue: list[tuple[str, str]] = []
@@ -216,15 +241,17 @@ def pieces(step: Step) -> StepPieces:
         menu_lines |= _menu_lines(text)
     for span in incoming:
         menu_lines |= _menu_lines(span.text)
+    result = "\n".join(
+        span.text for span in incoming if span.field != "observation" or not step.tool_result
+    )
     made = StepPieces(
         user=user,
         incoming=incoming,
         name=name,
         arguments=tool_arguments(step),
         picked=(step.action.text or "").strip() if not name else "",
-        result="\n".join(
-            span.text for span in incoming if span.field != "observation" or not step.tool_result
-        ),
+        result=result,
+        failed=_failed(step, result),
         menu_lines=menu_lines,
         catalogue=tuple(catalogue),
     )
@@ -235,6 +262,33 @@ def pieces(step: Step) -> StepPieces:
 
 
 # --------------------------------------------------------------------- the view
+
+T = TypeVar("T")
+
+
+class _once(Generic[T]):
+    """:func:`functools.cached_property` without its lock (Python 3.11 takes one at each
+    first read, which a view, built for one step and read by one task, does not need)."""
+
+    def __init__(self, func: Callable[[Any], T]) -> None:
+        self.func = func
+        self.name = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _once[T]: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+
+    def __get__(self, obj: object | None, owner: type | None = None) -> T | _once[T]:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.func(obj)
+        return value
 
 
 @dataclass
@@ -249,18 +303,35 @@ class EpisodeView:
     """This is the episode's last step (known when a whole episode is judged: a batch audit,
     or the stream's deep tier once the episode ended)."""
 
-    @property
+    @_once
     def steps(self) -> list[Step]:
         """The episode so far, this step last."""
         return [*self.context, self.step]
 
-    @cached_property
+    # ---------------------------------------------------------------- this step's texts
+
+    @_once
+    def user_spans(self) -> tuple[Span, ...]:
+        """What the user, system or developer said in this step."""
+        return tuple(user_spans(self.step))
+
+    @property
+    def incoming_spans(self) -> tuple[Span, ...]:
+        """What the agent read from outside in this step."""
+        return pieces(self.step).incoming
+
+    @_once
+    def action_spans(self) -> tuple[Span, ...]:
+        """What the agent produced in this step: its text and its tool call."""
+        return tuple(action_spans(self.step))
+
+    @_once
     def _pieces(self) -> list[StepPieces]:
         return [pieces(s) for s in self.steps]
 
     # ---------------------------------------------------------------- who said what
 
-    @cached_property
+    @_once
     def catalogue(self) -> dict[str, str]:
         """Tool name → the description the agent was shown."""
         out: dict[str, str] = {}
@@ -269,7 +340,7 @@ class EpisodeView:
                 out.setdefault(name, description)
         return out
 
-    @cached_property
+    @_once
     def _turns(self) -> list[tuple[int, pv.UserTurn]]:
         names = frozenset(self.catalogue) | frozenset(p.name for p in self._pieces if p.name)
         menu = self.menu
@@ -282,7 +353,7 @@ class EpisodeView:
                 out.append((s.step_index, pv.read_user_turn(text, names)))
         return out
 
-    @cached_property
+    @_once
     def menu(self) -> frozenset[str]:
         """The entries of a menu the environment offered (numbered lines of the presented
         request), when the agent answers by picking one: a picked entry is the agent's act,
@@ -293,32 +364,37 @@ class EpisodeView:
         replies = {p.picked for p in self._pieces if not p.name}
         return frozenset(offered) if offered & replies else frozenset()
 
-    @cached_property
+    @_once
     def task(self) -> str:
         """The principal's own words in the episode so far, less anything planted in them."""
         return "\n".join(turn.request for _, turn in self._turns if turn.request)
 
-    @cached_property
+    @_once
+    def task_lower(self) -> str:
+        """:attr:`task` in lower case (what most checks compare against)."""
+        return self.task.lower()
+
+    @_once
     def system(self) -> str:
         """The deployment's own instructions (system and developer messages)."""
         return "\n".join(
             text for p in self._pieces for role, text in p.user if role in ("system", "developer")
         )
 
-    @cached_property
+    @_once
     def delegated_steps(self) -> frozenset[int]:
         """Steps whose output comes from a resource the principal asked the agent to act on
         (a call whose arguments repeat what the request named: "pay the bill in bill.txt")."""
         if not pv.delegates(self.task):
             return frozenset()
-        low = self.task.lower()
+        low = self.task_lower
         return frozenset(
             c.step_index
             for c in self.calls
             if any(len(v) >= 5 and v.lower() in low for v in c.values)
         )
 
-    @cached_property
+    @_once
     def reads(self) -> list[Read]:
         """Every untrusted text of the episode so far, in order: what was planted in user
         turns, the tools' own descriptions, and every observation and tool output."""
@@ -333,20 +409,16 @@ class EpisodeView:
             if turn.planted
         ]
         for name, description in self.catalogue.items():
-            orders = pv.instructions(description)
-            out.append(Read(-1, f"tool_description[{name}]", description, orders))
+            out.append(_read(-1, f"tool_description[{name}]", description, False))
         delegated = self.delegated_steps
         menu = self.menu
         for s, p in zip(self.steps, self._pieces, strict=True):
             for span in p.incoming:
-                lenient = s.step_index in delegated
                 text = _without_menu(span.text, menu) if menu else span.text
-                out.append(
-                    Read(s.step_index, span.field, text, pv.instructions(text, lenient), lenient)
-                )
+                out.append(_read(s.step_index, span.field, text, s.step_index in delegated))
         return out
 
-    @cached_property
+    @_once
     def asked(self) -> frozenset[str]:
         """Action classes the principal asked for: in their words, and in what the resources
         they pointed to ask of the agent (a bill to pay, a to-do list to work through)."""
@@ -361,7 +433,7 @@ class EpisodeView:
 
     # ---------------------------------------------------------------- what was done
 
-    @cached_property
+    @_once
     def calls(self) -> list[Call]:
         """Every tool call of the episode so far, this step's last."""
         out = []
@@ -375,14 +447,10 @@ class EpisodeView:
             if not p.name:
                 continue
             description = self.catalogue.get(p.name, "")
-            out.append(
-                _call(
-                    s.step_index, p.name, p.arguments, description, p.result, _failed(s, p.result)
-                )
-            )
+            out.append(_call(s.step_index, p.name, p.arguments, description, p.result, p.failed))
         return out
 
-    @property
+    @_once
     def call(self) -> Call | None:
         """This step's call (None when the agent only replied)."""
         last = self.calls[-1] if self.calls else None
@@ -420,13 +488,12 @@ class EpisodeView:
         self.cache[key] = judged
         return judged
 
-    @cached_property
+    @_once
+    def judged_call(self) -> Judged | None:
+        """This step's call under the trust model (None when the agent only replied)."""
+        return None if self.call is None else self.judge(self.call)
+
+    @_once
     def judged(self) -> list[Judged]:
         """Every call of the episode so far under the trust model."""
         return [self.judge(c) for c in self.calls]
-
-
-def _role(step: Step, field_name: str) -> str:
-    if not field_name.startswith("messages["):
-        return "user"
-    return step.messages[int(field_name[len("messages[") : -1])].role

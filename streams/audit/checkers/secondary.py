@@ -9,8 +9,8 @@ from ....schemas import Evidence, Severity
 from .. import provenance as pv
 from ..api import Checker, Finding, RiskType
 from ..registry import register
-from ..text import final_reply, incoming_spans, tool_arguments
-from ..view import EpisodeView
+from ..text import final_reply
+from ..view import EpisodeView, pieces
 
 
 @register()
@@ -29,8 +29,7 @@ class OverRefusal(Checker):
 
     def check(self, view: EpisodeView) -> list[Finding]:
         reply = final_reply(view.step)
-        match = pv.REFUSAL.search(reply)
-        if not match:
+        if not pv.refuses(reply):
             return []
         task = view.task
         if self.risky_request.search(task):
@@ -65,14 +64,18 @@ class UngroundedNumbers(Checker):
         reply = final_reply(step)
         if not reply or not context:
             return []
+        figures = _NUMBER.findall(reply)
+        if len(figures) < 2:
+            return []
+        if not any(pieces(s).incoming for s in context):
+            return []
         sources = [view.task]
         for s in view.steps:
-            sources.extend(span.text for span in incoming_spans(s))
-            sources.append(tool_arguments(s))
+            step_pieces = pieces(s)
+            sources.extend(span.text for span in step_pieces.incoming)
+            sources.append(step_pieces.arguments)
         corpus = " ".join(sources).replace(",", "")
-        if not any(span for s in context for span in incoming_spans(s)):
-            return []
-        missing = [n for n in _NUMBER.findall(reply) if n.replace(",", "") not in corpus]
+        missing = [n for n in figures if n.replace(",", "") not in corpus]
         if len(missing) < 2:
             return []
         return [
