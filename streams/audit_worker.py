@@ -270,16 +270,24 @@ class AuditWorker:
         if not tick.behind:
             self._clock += tick.elapsed
         now = self._clock
-        for episode in [e for e, at in self._ended.items() if at <= now]:
+        due = []
+        for episode, at in self._ended.items():  # in grace order: the clock only advances
+            if at > now:
+                break
+            due.append(episode)
+        for episode in due:
             live = self._live.get(episode)
             if live is None or live[1] in tick.caught_up:
                 self._forget(episode, tick.ctx)
         before = now - self.context_ttl_s
-        for episode, (seen, partition, _) in list(self._live.items()):
+        idle = []
+        for episode, (seen, partition, _) in self._live.items():  # least recent first
             if seen >= before:
                 break
             if partition in tick.caught_up:
-                self._forget(episode, tick.ctx)
+                idle.append(episode)
+        for episode in idle:
+            self._forget(episode, tick.ctx)
 
     async def restored(self, partitions: set[int], ctx: Context) -> None:
         """The context of newly assigned partitions was read back: track its episodes."""
