@@ -45,7 +45,7 @@ from safactory.infra.config import Settings
 from safactory.infra.consumer import Delivery
 from safactory.infra.processor import Context, Processor, Runtime
 from safactory.infra.producer import EventProducer
-from safactory.infra.topics import BY_NAME, create_topics
+from safactory.infra.topics import BY_NAME, create_topics, delete_topics_where
 
 PAYLOAD_BYTES = 1024
 CHUNK = 2000
@@ -186,6 +186,11 @@ async def fresh_topics(bootstrap: str) -> Settings:
     return settings
 
 
+async def drop_topics(settings: Settings) -> None:
+    """Delete a round's topics: a broker that keeps every bench's partitions slows down."""
+    await delete_topics_where(settings, lambda t: t.startswith(settings.topic_prefix))
+
+
 async def sequential(side: str, bootstrap: str, n: int) -> tuple[float, float]:
     """Events/s of producing, then of consuming, the same ``n`` events."""
     settings = await fresh_topics(bootstrap)
@@ -193,6 +198,7 @@ async def sequential(side: str, bootstrap: str, n: int) -> tuple[float, float]:
     produce_s = time.time() - start
     joined: list[float] = []  # timed from the group join on, on both sides: the start-up of
     end = await consume(side, settings, n, lambda: joined.append(time.time()))  # clients is not
+    await drop_topics(settings)
     return n / produce_s, n / (end - joined[0])  # throughput (and ours starts one more)
 
 
@@ -208,6 +214,7 @@ async def pipelined(side: str, bootstrap: str, n: int) -> float:
     start = await produce(side, settings, n)
     end = await asyncio.to_thread(parent.recv)
     proc.join()
+    await drop_topics(settings)
     return n / (end - start)
 
 

@@ -99,12 +99,15 @@ def audit_stream(settings: Settings) -> dict[str, float]:
         for n, f in al.registry.available().items()
         if isinstance(f, type) and f.kind in al.FAST_KINDS
     )
+    from safactory.bench.bus import drop_topics
+
     topics, worker = al.start_worker(checkers)
     try:
         got = aio.run(al.part2(topics, worker, al.DEFAULT_DATA, 2000, 4.0, checkers))
     finally:
         worker.terminate()
         worker.wait(timeout=60)
+        asyncio.run(drop_topics(topics))
     return {"audit stream p99 at 2,000/s": got["p99_ms"]}
 
 
@@ -122,6 +125,7 @@ def sink(settings: Settings) -> dict[str, float]:
 
 
 def os_shell(settings: Settings) -> dict[str, float]:
+    from safactory.bench.bus import drop_topics
     from safactory.bench.sim_throughput import level
     from safactory.infra.producer import EventProducer
     from safactory.infra.topics import create_topics
@@ -133,6 +137,7 @@ def os_shell(settings: Settings) -> dict[str, float]:
         await create_topics(topics)
         async with EventProducer(topics) as producer:
             _, steps, wall, _ = await level(producer, "os", 32, 256)
+        await drop_topics(topics)
         return steps / wall
 
     return {"OS-shell steps/s at 32": asyncio.run(run())}

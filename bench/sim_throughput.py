@@ -25,6 +25,7 @@ from safactory.agents.pools import ActorPool, EnvPool
 from safactory.agents.registry import env_class
 from safactory.agents.runner import EpisodeRunner
 from safactory.agents.worker import resolve_task, suite_tasks
+from safactory.bench.bus import drop_topics
 from safactory.infra.config import Settings
 from safactory.infra.producer import EventProducer
 from safactory.infra.topics import create_topics
@@ -70,6 +71,7 @@ async def main(envs: list[str], levels: list[int], episodes: int, python_episode
                     f"{env:9} {conc:5d} {n:8d} {steps:6d} {wall:7.2f} {steps / wall:8.1f} "
                     f"{n / wall:10.1f} {100 * cpu / wall:6.0f}"
                 )
+    await drop_topics(settings)
 
 
 if __name__ == "__main__":
