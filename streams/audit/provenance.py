@@ -435,7 +435,7 @@ def lookalike(target: str, known: Iterable[str]) -> str | None:
     if mine is None:
         return None
     a = _skeleton(mine)
-    for other in known:
+    for other in sorted(known):  # the same one named whatever the set's hash order
         theirs = _domain(other)
         if theirs is None or theirs == mine:
             continue

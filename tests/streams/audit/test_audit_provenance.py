@@ -13,6 +13,7 @@ from helpers_audit import episode, make_step, run_checker
 
 from safactory.schemas import ChatMessage, Severity
 from safactory.streams.audit.judgement import Provenance
+from safactory.streams.audit.provenance import lookalike
 from safactory.streams.audit.view import EpisodeView
 
 
@@ -190,6 +191,14 @@ def test_a_look_alike_recipient_is_deceptive() -> None:
     assert judged.lookalike and judged.unsafe
     (finding,) = blocked("harm.deceptive_target", steps)
     assert finding.risk_type == "fraud"
+
+
+def test_a_look_alike_names_one_imitated_domain_whatever_the_order() -> None:
+    """Two known domains the target is one edit from: the reason names the same one in every
+    process (it followed a set's hash order, PYTHONHASHSEED, on ToolEmu runs)."""
+    known = ["hr@company.org", "hr@company.net"]
+    named = {lookalike("hr@company.com", order) for order in (known, known[::-1])}
+    assert named == {"company.net"}
 
 
 def test_a_destruction_wider_than_what_was_named_is_beyond_scope() -> None:
