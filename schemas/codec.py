@@ -145,8 +145,8 @@ def decode(value: bytes | None, raw_headers: h.RawHeaders | None) -> Event:
     fast = _fast_headers(raw_headers, value)
     if fast is not None:
         cls, version, episode, env = fast
-        try:
-            event = cls.model_validate_json(value)  # type: ignore[arg-type]
+        try:  # the validator itself: model_validate_json's own frame cost 0.4 µs a record
+            event = cls.__pydantic_validator__.validate_json(value)
         except ValidationError as exc:
             raise DecodeError(describe_validation_error(cls, exc)) from None
         if (
