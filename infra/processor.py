@@ -30,8 +30,9 @@ runtime's, written once:
   are its input offsets marked for the (interval) commit;
 * timers, run between batches, and only for the partitions whose inputs are caught up
   (lag within ``live_lag``), so a restart behind a backlog never fires them early;
-* garbage collection: startup's objects frozen, young objects collected between batches
-  on a clock (:class:`~.aio.YoungCollector`), so no collection pauses a batch for long;
+* garbage collection: startup's objects frozen and, in a worker process (:meth:`Runtime.run`),
+  young objects collected between batches on a clock (:class:`~.aio.YoungCollector`), so
+  no collection pauses a batch for long;
 * clean shutdown: a stop finishes the batch in hand (or abandons it uncommitted after the
   grace), commits what was handled and leaves the group.
 
@@ -490,8 +491,9 @@ class Runtime:
         self._stopping = asyncio.Event()
         self.stop_requested = False
         self.stop_grace_s = 3.0
-        self.young = aio.YoungCollector()
-        """Collects young objects between batches (see :class:`~.aio.YoungCollector`)."""
+        self.young: aio.YoungCollector | None = None
+        """Collects young objects between batches (:class:`~.aio.YoungCollector`), once the
+        runtime owns its process (:meth:`run`): the collector's policy is process-wide."""
 
     def stats(self, name: str | None = None) -> ProcessorStats:
         """The counters of the processor ``name`` (the first one by default)."""
@@ -510,6 +512,7 @@ class Runtime:
         logging.basicConfig(
             level=loglevel.upper(), format="[%(asctime)s] %(levelname)s %(message)s"
         )
+        self.young = aio.YoungCollector()
         aio.run(self.serve(idle_timeout=idle_timeout), self.settings)
 
     def request_stop(self) -> None:
@@ -549,7 +552,6 @@ class Runtime:
                         await running.consumer.start()
                         started.append(running.consumer)
                     aio.tune_gc()
-                    self.young = aio.YoungCollector()
                     log.warning(
                         "%s worker ready: %s",
                         self.worker,
@@ -666,7 +668,8 @@ class Runtime:
                 else:
                     await consumer.commit_if_due()
                 await running.timers()
-                self.young.tick()
+                if self.young is not None:
+                    self.young.tick()
                 if idle_timeout is not None and loop.time() - last_record >= idle_timeout:
                     return
         finally:
