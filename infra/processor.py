@@ -123,11 +123,11 @@ class Processor:
     on_rollback: Callable[[set[int], Context], Awaitable[None]] | None = None
     """Called after a failed handler attempt's state writes were rolled back, with the
     partitions it touched: rebuild what the processor keeps in memory from that state."""
-    max_records: int = 100
-    """Most records in one polled batch. They stay in memory until the batch is handled:
-    100 steps of ~1 KB with their decoded events (~0.5 MB) fit a core's L2 cache, 500 do not
-    (``bench/bus.py`` consume, CPU per record: 16-18 µs at 100, 21-22 µs at 500). A sink
-    writing whole batches asks for more."""
+    max_records: int = 500
+    """Most records in one polled batch. 100 consume faster (the batch fits a core's L2
+    cache: ``bench/bus.py``, 16-18 µs a record against 21-22 at 500), but a processor
+    with outputs or state waits for their acks once a batch, and with 100 the full test
+    suite ran 28 % longer (docs/DECISIONS.md, "Runtime memory")."""
     gather_s: float = 0.0
     """A batch gathers records for up to this long (a sink's fewer, larger writes)."""
     attempts: int = 3
