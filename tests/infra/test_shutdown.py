@@ -132,9 +132,11 @@ async def test_idle_worker_leaves_its_group_on_sigterm(
     await wait_member(topics, topics.group(group), proc, log)
     code, took = terminate(proc, log)
     assert code == 0, f"exit status {code}; log:\n{tail(log)}"
-    assert took < STOP_WITHIN_S
+    assert took < STOP_WITHIN_S, f"stopped after {took:.1f} s; log:\n{tail(log)}"
     state, members, _ = await group_state(topics, topics.group(group))
-    assert (state, members) == ("Empty", 0)  # it left; nobody waits for its session to expire
+    # it left; nobody waits for its session to expire. A group left with no committed offsets
+    # is Empty until the coordinator's periodic clean-up removes it (then Dead).
+    assert members == 0 and state in ("Empty", "Dead"), (state, members)
 
 
 async def test_sink_commits_what_it_stored_and_leaves_on_sigterm(

@@ -3,7 +3,10 @@ deployments on one cluster under different prefixes never join one group."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -46,6 +49,28 @@ async def _groups(settings: Settings) -> set[str]:
         await admin.close()
 
 
+@contextlib.asynccontextmanager
+async def _groups_seen(settings: Settings) -> AsyncIterator[set[str]]:
+    """Every group the broker listed while the block ran. Listing only afterwards misses
+    some: the coordinator's periodic clean-up deletes an empty group that committed nothing
+    (an idle worker's), and in CI that ran between a worker's exit and the listing."""
+    seen: set[str] = set()
+
+    async def watch() -> None:
+        while True:
+            seen.update(await _groups(settings))
+            await asyncio.sleep(0.1)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        yield seen
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    seen.update(await _groups(settings))
+
+
 async def _run_every_worker(settings: Settings, db: Path) -> None:
     await create_topics(settings)
     await run_sink(settings, SinkOptions(db_path=db, idle_timeout_s=0.5))
@@ -64,10 +89,12 @@ async def test_two_prefixes_never_share_a_worker_group(kafka: str, tmp_path: Pat
     first = Settings(kafka_bootstrap=kafka, topic_prefix=f"a{tag}.")
     second = Settings(kafka_bootstrap=kafka, topic_prefix=f"b{tag}.")
     before = await _groups(first)
-    await _run_every_worker(first, tmp_path / "a")
-    joined_first = await _groups(first) - before
-    await _run_every_worker(second, tmp_path / "b")
-    joined_second = await _groups(second) - before - joined_first
+    async with _groups_seen(first) as seen_first:
+        await _run_every_worker(first, tmp_path / "a")
+    joined_first = seen_first - before
+    async with _groups_seen(second) as seen_second:
+        await _run_every_worker(second, tmp_path / "b")
+    joined_second = seen_second - before - joined_first
     for name in ("safactory-sink", "safactory-scorer", "safactory-skills", "safactory-sim"):
         assert first.group(name) in joined_first, (name, joined_first)
         assert second.group(name) in joined_second, (name, joined_second)
