@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
@@ -92,15 +92,20 @@ class ConsumerStats(metrics.Tally):
 
 @dataclass(slots=True)
 class Polled:
-    """One fetched batch: the decoded deliveries, the dead letters of records that did not
-    decode (their acks), and the offsets to mark handled once the deliveries are."""
+    """One fetched batch: its deliveries, the dead letters of records that did not decode
+    (their acks), and the offsets to mark handled once the deliveries are."""
 
     deliveries: list[Delivery]
+    """Decoded at fetch; empty when fetched with ``decode=False`` (see ``undecoded``)."""
     dead: list[asyncio.Future[object]]
     offsets: dict[TopicPartition, int]
     generation: int
     records: int
     """Records fetched (screened and undecodable ones included)."""
+    undecoded: list[ConsumerRecord] = field(default_factory=list)
+    """Screened records not yet decoded: :meth:`EventConsumer.decoding` decodes them."""
+    undecodable: list[tuple[ConsumerRecord, DecodeError]] = field(default_factory=list)
+    """Records that failed to decode; :meth:`EventConsumer.finish` dead-letters them."""
 
 
 class EventConsumer:
@@ -278,53 +283,69 @@ class EventConsumer:
         await self.finish(polled)
         return polled.records
 
-    async def fetch(self, timeout_ms: int = 1000) -> Polled | None:
-        """Fetch one batch and decode it (records that do not decode are dead-lettered, a
-        screen's rejects counted); None when nothing came. Hand the batch back to
-        :meth:`finish` once its deliveries are handled."""
+    async def fetch(self, timeout_ms: int = 1000, *, decode: bool = True) -> Polled | None:
+        """Fetch one batch (a screen's rejects counted) and decode it, unless ``decode`` is
+        False: then :meth:`decoding` decodes each record as it is wanted, so a batch's
+        decoded events never all live at once (500 of them spill a core's L2 cache:
+        ``bench/bus.py``). None when nothing came. Hand the batch back to :meth:`finish`
+        once its deliveries are handled: records that did not decode are dead-lettered
+        there."""
         batches = await self._ready_records(await self._fetch(timeout_ms))
         if not batches:
             self._polled.set()
             return None
-        generation = self._generation
-        dead: list[asyncio.Future[object]] = []
-        good: list[Delivery] = []
+        undecoded: list[ConsumerRecord] = []
         offsets: dict[TopicPartition, int] = {}
         screen = self._screen
-        decode = codec.decode
         screened = records_seen = 0
         for tp, records in batches.items():
             self.stats.count("received", len(records), topic=tp.topic)
             records_seen += len(records)
-            for record in records:
-                if screen is not None and not screen(record):
-                    screened += 1
-                    continue
-                try:
-                    event = decode(record.value, record.headers)
-                except DecodeError as exc:
-                    dead.append(await self._dead_letter(record, f"decode: {exc}"))
-                else:
-                    good.append(
-                        Delivery(
-                            event,
-                            record.topic,
-                            record.partition,
-                            record.offset,
-                            record.key,
-                            record.headers,
-                            record.value,
-                        )
-                    )
+            if screen is None:
+                undecoded.extend(records)
+            else:
+                for record in records:
+                    if screen(record):
+                        undecoded.append(record)
+                    else:
+                        screened += 1
             offsets[tp] = records[-1].offset + 1
         if screened:
             self.stats.count("screened", screened)
-        return Polled(good, dead, offsets, generation, records_seen)
+        polled = Polled([], [], offsets, self._generation, records_seen, undecoded)
+        if decode:
+            polled.deliveries = list(self.decoding(polled))
+        return polled
+
+    @staticmethod
+    def decoding(polled: Polled) -> Iterator[Delivery]:
+        """The deliveries of ``polled``'s undecoded records, decoded one at a time, in
+        order; a record that does not decode is kept for :meth:`finish` to dead-letter."""
+        records, polled.undecoded = polled.undecoded, []
+        failed = polled.undecodable
+        decode = codec.decode
+        for record in records:
+            try:
+                event = decode(record.value, record.headers)
+            except DecodeError as exc:
+                failed.append((record, exc))
+                continue
+            yield Delivery(
+                event,
+                record.topic,
+                record.partition,
+                record.offset,
+                record.key,
+                record.headers,
+                record.value,
+            )
 
     async def finish(self, polled: Polled) -> None:
-        """The batch's deliveries are handled: wait for its dead letters, mark its offsets
-        handled (unless a rebalance revoked its partitions meanwhile: their new owner reads
-        them again) and commit if the interval is up."""
+        """The batch's deliveries are handled: dead-letter its undecodable records, wait for
+        its dead letters, mark its offsets handled (unless a rebalance revoked its partitions
+        meanwhile: their new owner reads them again) and commit if the interval is up."""
+        for record, exc in polled.undecodable:
+            polled.dead.append(await self._dead_letter(record, f"decode: {exc}"))
         if polled.dead:
             await asyncio.gather(*polled.dead)
         if self._generation == polled.generation:

@@ -36,8 +36,10 @@ runtime's, written once:
 * clean shutdown: a stop finishes the batch in hand (or abandons it uncommitted after the
   grace), commits what was handled and leaves the group.
 
-Per-record work is kept to decoding and the handler call: counters are added per batch and
-outputs are encoded once, so the runtime costs microseconds per record (``bench/bus.py``).
+Per-record work is kept to decoding and the handler call: counters are added per batch,
+outputs are encoded once, and a record handler's records are decoded one at a time just
+before its call (a batch's 500 decoded events at once spill a core's L2 cache), so the
+runtime costs about a microsecond a record beyond decoding (``bench/bus.py``).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from aiokafka import ConsumerRecord, TopicPartition
@@ -124,10 +126,9 @@ class Processor:
     """Called after a failed handler attempt's state writes were rolled back, with the
     partitions it touched: rebuild what the processor keeps in memory from that state."""
     max_records: int = 500
-    """Most records in one polled batch. 100 consume faster (the batch fits a core's L2
-    cache: ``bench/bus.py``, 16-18 µs a record against 21-22 at 500), but a processor
-    with outputs or state waits for their acks once a batch, and with 100 the full test
-    suite ran 28 % longer (docs/DECISIONS.md, "Runtime memory")."""
+    """Most records in one polled batch (its outputs and state writes are acknowledged once
+    a batch). A record handler's records are decoded one at a time as it handles them, so
+    a large batch costs no more a record than a small one (``bench/bus.py``)."""
     gather_s: float = 0.0
     """A batch gathers records for up to this long (a sink's fewer, larger writes)."""
     attempts: int = 3
@@ -214,6 +215,8 @@ class _Running:
             self.outputs[p.state.name] = self.settings.topic(p.state.name)
         self.inputs = {self.settings.topic(name) for name in p.inputs}
         self.ctx = Context(self)
+        self.decode_at_fetch = p.handle is None or p.concurrency > 1
+        """One record at a time in order decodes each just before its handler runs."""
         self.last_tick = [0.0] * len(p.timers)
         options: dict[str, object] = dict(p.kafka)
         if p.state is not None or len(p.inputs) > 1:
@@ -264,13 +267,18 @@ class _Running:
         """Handle a polled batch; return once its outputs and then its state writes are
         acknowledged (the consumer marks its offsets after that)."""
         with metrics.timed():
-            if self.p.handle is not None:
-                await self._records(polled.deliveries)
-            elif polled.deliveries:
-                await self._batch(polled.deliveries)
+            if self.p.handle is None:
+                if polled.deliveries:
+                    await self._batch(polled.deliveries)
+                handled = len(polled.deliveries)
+            elif self.p.concurrency > 1:
+                await self._concurrently(polled.deliveries)
+                handled = len(polled.deliveries)
+            else:
+                handled = await self._records(polled.deliveries or EventConsumer.decoding(polled))
         await self.settle()
-        if polled.deliveries:
-            self.consumer.stats.count("handled", len(polled.deliveries))
+        if handled:
+            self.consumer.stats.count("handled", handled)
 
     async def settle(self) -> None:
         """Wait for the outputs sent so far, then send and wait for the state writes."""
@@ -283,16 +291,16 @@ class _Running:
             self.stats.sent(topic, n)
         self.sent.clear()
 
-    async def _records(self, deliveries: list[Delivery]) -> None:
+    async def _records(self, deliveries: Iterable[Delivery]) -> int:
+        """Handle each delivery in order; returns how many there were."""
         loop = asyncio.get_running_loop()
         clock = loop.time
         since = clock()
         ctx, handle, store = self.ctx, self.p.handle, self.store
         assert handle is not None
-        if self.p.concurrency > 1:
-            await self._concurrently(deliveries)
-            return
+        count = 0
         for delivery in deliveries:
+            count += 1
             if clock() - since >= YIELD_EVERY_S:
                 await asyncio.sleep(0)  # let the producer hand finished outputs over
                 since = clock()
@@ -306,6 +314,7 @@ class _Running:
                 if ctx._out:
                     await self._send(ctx)
         ctx.record, ctx.state = None, None
+        return count
 
     async def _concurrently(self, deliveries: list[Delivery]) -> None:
         handle = self.p.handle
@@ -647,7 +656,10 @@ class Runtime:
         stop = asyncio.ensure_future(self._stopping.wait())
         try:
             while not consumer.stopping:
-                polled = await consumer.fetch(timeout_ms=200 if running.p.timers else 500)
+                polled = await consumer.fetch(
+                    timeout_ms=200 if running.p.timers else 500,
+                    decode=running.decode_at_fetch,
+                )
                 if polled is not None:
                     last_record = loop.time()
                     work = asyncio.ensure_future(self._one(running, polled))

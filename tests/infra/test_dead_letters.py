@@ -4,10 +4,12 @@ consumer never dies."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from topic_records import collect
@@ -15,6 +17,7 @@ from topic_records import collect
 from safactory import schemas as s
 from safactory.infra.config import Settings
 from safactory.infra.consumer import Delivery, EventConsumer
+from safactory.infra.processor import Context, Processor, Runtime
 from safactory.infra.producer import EventProducer
 from safactory.schemas import headers as h
 
@@ -165,9 +168,9 @@ def test_generated_records_really_are_malformed() -> None:
             s.decode(value, hdrs)
 
 
-async def test_bad_records_go_to_dlq_good_ones_arrive_in_order(
-    topics: Settings, producer: EventProducer
-) -> None:
+async def publish_mixed(topics: Settings, producer: EventProducer) -> tuple[int, list[s.Step]]:
+    """N_BAD malformed records shuffled among good steps (each episode's in index order);
+    returns (records published, the good steps)."""
     bad = generate_malformed(N_BAD)[:N_BAD]
     rng = random.Random(7)
     goods = [good_step(ep, i) for i in range(N_GOOD // len(EPISODES)) for ep in EPISODES]
@@ -189,7 +192,25 @@ async def test_bad_records_go_to_dlq_good_ones_arrive_in_order(
             )
     for f in futures:
         await f
+    return len(plan), goods
 
+
+async def dead_letters_of(topics: Settings, group: str) -> list[s.DeadLetter]:
+    """The ``N_BAD`` dead letters ``group`` sent, checked for reason and origin."""
+    records = await collect(topics, topics.topic("dlq"), lambda rs: len(rs) >= N_BAD, 30)
+    letters = [s.DeadLetter.from_record(r.key, r.value, r.headers) for r in records]
+    assert len(letters) == N_BAD
+    for letter in letters:
+        assert letter.error.startswith("decode: ") and len(letter.error) > 10
+        assert letter.origin_topic == topics.topic("steps") and letter.origin_offset >= 0
+        assert letter.origin_group == group
+    return letters
+
+
+async def test_bad_records_go_to_dlq_good_ones_arrive_in_order(
+    topics: Settings, producer: EventProducer
+) -> None:
+    published, goods = await publish_mixed(topics, producer)
     seen: dict[str, list[int]] = {ep: [] for ep in EPISODES}
 
     async def handle(d: Delivery) -> None:
@@ -197,7 +218,7 @@ async def test_bad_records_go_to_dlq_good_ones_arrive_in_order(
         seen[d.event.episode_id].append(d.event.step_index)
 
     async with EventConsumer(["steps"], "dlq-test", handler=handle, settings=topics) as consumer:
-        while consumer.stats.received < len(plan):
+        while consumer.stats.received < published:
             await consumer.poll_once(timeout_ms=3000)
         dead_lettered, handled = consumer.stats.dead_lettered, consumer.stats.handled
         # The consumer is still alive and handles what comes next.
@@ -211,14 +232,54 @@ async def test_bad_records_go_to_dlq_good_ones_arrive_in_order(
         expected = [g.step_index for g in goods if g.episode_id == ep]
         assert seen[ep][: len(expected)] == expected
 
-    records = await collect(topics, topics.topic("dlq"), lambda rs: len(rs) >= N_BAD, 30)
-    letters = [s.DeadLetter.from_record(r.key, r.value, r.headers) for r in records]
-    assert len(letters) == N_BAD
-    for letter in letters:
-        assert letter.error.startswith("decode: ") and len(letter.error) > 10
-        assert letter.origin_topic == steps_topic and letter.origin_offset >= 0
+    letters = await dead_letters_of(topics, "dlq-test")
     # The original bytes are kept: nothing is lost.
+    bad = generate_malformed(N_BAD)[:N_BAD]
     assert sorted((v or b"") for _, v, _ in bad) == sorted((x.value or b"") for x in letters)
+
+
+@pytest.mark.parametrize("per_record", [True, False], ids=["record-handler", "batch-handler"])
+async def test_a_processor_dead_letters_what_does_not_decode_and_commits_past_it(
+    topics: Settings, producer: EventProducer, per_record: bool
+) -> None:
+    """The runtime decodes a record handler's records one at a time as it handles them
+    (a batch handler's at fetch): either way every bad record is dead-lettered before the
+    batch's offsets are committed, and every good one is handled once, in order."""
+    published, goods = await publish_mixed(topics, producer)
+    seen: dict[str, list[int]] = {ep: [] for ep in EPISODES}
+
+    def note(d: Delivery) -> None:
+        assert isinstance(d.event, s.Step)
+        seen[d.event.episode_id].append(d.event.step_index)
+
+    async def handle(d: Delivery, ctx: Context) -> None:
+        note(d)
+
+    async def handle_batch(ds: list[Delivery], ctx: Context) -> None:
+        for d in ds:
+            note(d)
+
+    processor = Processor(
+        "decode-test",
+        inputs=("steps",),
+        **({"handle": handle} if per_record else {"handle_batch": handle_batch}),  # type: ignore[arg-type]
+    )
+    runtime = Runtime(topics, processor, worker="audit")
+    async with asyncio.timeout(60):
+        await runtime.serve(idle_timeout=3.0)  # returns once nothing came for 3 s
+    consumer = runtime.consumer()
+    assert consumer.stats.dead_lettered == N_BAD
+    assert consumer.stats.handled == len(goods)
+    for ep in EPISODES:
+        assert seen[ep] == [g.step_index for g in goods if g.episode_id == ep]
+    await dead_letters_of(topics, topics.group("decode-test"))
+    admin = AIOKafkaAdminClient(bootstrap_servers=topics.kafka_bootstrap)
+    await admin.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(topics.group("decode-test"))
+    finally:
+        await admin.close()
+    assert sum(m.offset for m in committed.values()) == published  # past the bad ones too
 
 
 async def test_failing_handler_dead_letters_and_goes_on(
