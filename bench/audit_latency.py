@@ -46,6 +46,8 @@ WARMUP_S = 3.0
 """Seconds at the offered rate before the timed ones (not counted): a broker's JVM that has
 just started compiles its hot paths under the first load (a first 20 s run right after a
 broker start read p99 994 ms, the next two 224 and 137 ms), and a worker's caches fill."""
+WINDOW_S = 2.0
+"""The p99 is also printed per window of this many seconds: a stall shows as one bad window."""
 
 
 def pct(values: list[float], q: float) -> float:
@@ -231,6 +233,15 @@ async def part2(
         f"  verdicts received for {done}/{total} steps; step→verdict p50 "
         f"{pct(latencies, 0.5):.0f} ms  p99 {pct(latencies, 0.99):.0f} ms  max "
         f"{max(latencies, default=float('nan')):.0f} ms"
+    )
+    windows: dict[int, list[float]] = {}
+    first = min(sent.values(), default=0.0)
+    for k, t in sent.items():
+        if k in at:
+            windows.setdefault(int((t - first) // WINDOW_S), []).append((at[k] - t) * 1000)
+    print(
+        f"  p99 of each {WINDOW_S:g} s of sending (ms): "
+        + " ".join(f"{pct(windows[w], 0.99):.0f}" for w in sorted(windows))
     )
     return {"answered": done / total, "p50_ms": pct(latencies, 0.5), "p99_ms": pct(latencies, 0.99)}
 

@@ -15,7 +15,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from safactory.agents.policies.scripted import CarefulPolicy
 from safactory.agents.worker import SimulationWorker
 from safactory.infra.config import Settings
-from safactory.infra.topics import create_topics
+from safactory.infra.topics import create_topics, delete_topics_where
 from safactory.sinks.worker import SinkOptions, run_sink
 from safactory.streams.scoring.worker import run_scorer
 from safactory.streams.skills.library import SkillLibrary
@@ -89,11 +89,16 @@ async def test_two_prefixes_never_share_a_worker_group(kafka: str, tmp_path: Pat
     first = Settings(kafka_bootstrap=kafka, topic_prefix=f"a{tag}.")
     second = Settings(kafka_bootstrap=kafka, topic_prefix=f"b{tag}.")
     before = await _groups(first)
-    async with _groups_seen(first) as seen_first:
-        await _run_every_worker(first, tmp_path / "a")
+    try:
+        async with _groups_seen(first) as seen_first:
+            await _run_every_worker(first, tmp_path / "a")
+        async with _groups_seen(second) as seen_second:
+            await _run_every_worker(second, tmp_path / "b")
+    finally:  # both prefixes' topics go, as the conftest's fixture does for one
+        await delete_topics_where(
+            first, lambda t: t.startswith((first.topic_prefix, second.topic_prefix))
+        )
     joined_first = seen_first - before
-    async with _groups_seen(second) as seen_second:
-        await _run_every_worker(second, tmp_path / "b")
     joined_second = seen_second - before - joined_first
     for name in ("safactory-sink", "safactory-scorer", "safactory-skills", "safactory-sim"):
         assert first.group(name) in joined_first, (name, joined_first)
