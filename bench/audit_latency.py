@@ -164,6 +164,16 @@ def start_worker(checkers: str) -> tuple[Settings, subprocess.Popen[bytes]]:
     return settings, worker
 
 
+def stop_worker(worker: subprocess.Popen[bytes]) -> None:
+    """SIGTERM once (a second one makes the worker exit at once) and wait for it."""
+    worker.send_signal(signal.SIGTERM)
+    try:
+        worker.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()
+
+
 async def part2(
     settings: Settings,
     worker: subprocess.Popen[bytes],
@@ -221,7 +231,6 @@ async def part2(
     finally:
         receiver.cancel()
         await consumer.stop()
-        worker.send_signal(signal.SIGTERM)
     at = arrivals.times
     latencies = [(at[k] - t) * 1000 for k, t in sent.items() if k in at]
     done = len(latencies)
@@ -317,8 +326,7 @@ def main() -> None:
                 )
             )
         finally:
-            worker.send_signal(signal.SIGTERM)
-            worker.wait(timeout=60)
+            stop_worker(worker)
             asyncio.run(drop_topics(settings))
 
 

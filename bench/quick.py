@@ -108,8 +108,7 @@ def audit_stream(settings: Settings) -> dict[str, float]:
     try:
         got = aio.run(al.part2(topics, worker, al.DEFAULT_DATA, 2000, 4.0, checkers))
     finally:
-        worker.terminate()
-        worker.wait(timeout=60)
+        al.stop_worker(worker)
         asyncio.run(drop_topics(topics))
     return {"audit stream p99 at 2,000/s": got["p99_ms"]}
 
