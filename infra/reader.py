@@ -26,6 +26,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from .aio import stop_client
 from .config import Settings
+from .consumer import FETCH_MAX_WAIT_MS
 from .topics import admin_client
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class TopicReader:
         max_records: int = 5000,
         stall_s: float = STALL_S,
         committed_only: bool = True,
-        fetch_wait_ms: int = 500,
+        fetch_wait_ms: int = FETCH_MAX_WAIT_MS,
     ) -> None:
         self.settings = settings
         self.name = name
