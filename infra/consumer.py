@@ -50,6 +50,13 @@ worker at 2,000 steps/s idled 200 ms at a time behind a backlog and stayed ~1 s 
 whole runs (``bench/audit_latency.py``: p50 600 ms, p99 1.2 s in about one run of three)."""
 
 
+PARTITION_FETCH_BYTES = 1024 * 1024
+"""The bytes a fetch asks of each partition (the Kafka clients' default). A larger record
+still comes: a broker answers Fetch v3 and later with the first record batch whole, however
+large (a test consumes one at the payload limit). 16 MiB, as before, cost 15-20 % more CPU
+a consumed record (``bench/bus.py``): each response was up to 16 MiB per partition."""
+
+
 @dataclass(slots=True)
 class Delivery:
     """A decoded event and where it came from."""
@@ -183,7 +190,7 @@ class EventConsumer:
             "group_id": group_id,
             "enable_auto_commit": False,
             "auto_offset_reset": "earliest" if from_beginning else "latest",
-            "max_partition_fetch_bytes": 16 * 1024 * 1024,
+            "max_partition_fetch_bytes": PARTITION_FETCH_BYTES,
             "fetch_max_wait_ms": FETCH_MAX_WAIT_MS,
         }
         options.update(kafka_options)

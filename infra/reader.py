@@ -26,7 +26,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from .aio import stop_client
 from .config import Settings
-from .consumer import FETCH_MAX_WAIT_MS
+from .consumer import FETCH_MAX_WAIT_MS, PARTITION_FETCH_BYTES
 from .topics import admin_client
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ class TopicReader:
             group_id=None,
             enable_auto_commit=False,
             isolation_level="read_committed" if committed_only else "read_uncommitted",
-            max_partition_fetch_bytes=16 * 1024 * 1024,
+            max_partition_fetch_bytes=PARTITION_FETCH_BYTES,
             fetch_max_wait_ms=fetch_wait_ms,
         )
 

@@ -84,7 +84,6 @@ class SkillsWorker:
             owns=(by_episode,),
             handle=self.join.route,
             group=f"{group_id}-route",
-            kafka={"max_partition_fetch_bytes": 16 * 1024 * 1024},
         )
         join = Processor(
             "skills-join",

@@ -8,8 +8,10 @@ import pytest
 
 from safactory import schemas as s
 from safactory.infra.config import Settings
-from safactory.infra.consumer import Delivery, EventConsumer
+from safactory.infra.consumer import PARTITION_FETCH_BYTES, Delivery, EventConsumer
 from safactory.infra.producer import EventProducer
+from safactory.infra.reader import TopicReader
+from safactory.schemas.codec import MAX_PAYLOAD_BYTES
 
 pytestmark = pytest.mark.integration
 
@@ -38,6 +40,48 @@ async def test_every_event_type_round_trips(
         assert type(got.event) is type(event)
         assert list(got.headers) == s.encode(event).headers
         assert got.key == event.key().encode()
+
+
+async def test_a_record_far_larger_than_a_fetch_asks_of_a_partition_still_arrives(
+    topics: Settings, producer: EventProducer
+) -> None:
+    """A fetch asks PARTITION_FETCH_BYTES of each partition; the broker still answers with a
+    whole record batch past it, so a record near the payload limit is read like any other,
+    by a consumer group and by a group-less reader, between small records."""
+    big_text = "x" * (MAX_PAYLOAD_BYTES - 64 * 1024)
+    assert len(big_text) > 4 * PARTITION_FETCH_BYTES
+    steps = [
+        s.Step(
+            episode_id="ep-big",
+            step_index=i,
+            env="os",
+            task_id="t",
+            policy_version=0,
+            observation=big_text if i == 1 else f"small {i}",
+        )
+        for i in range(3)
+    ]
+    await producer.publish_many(steps)
+
+    received: list[s.Step] = []
+
+    async def handle(delivery: Delivery) -> None:
+        assert isinstance(delivery.event, s.Step)
+        received.append(delivery.event)
+
+    async with EventConsumer(["steps"], "big", handler=handle, settings=topics) as consumer:
+        async with asyncio.timeout(60):
+            while len(received) < len(steps):
+                await consumer.poll_once(timeout_ms=1000)
+        assert consumer.stats.dead_lettered == 0
+    assert received == steps
+
+    async with TopicReader(topics, "big-reader") as reader:
+        parts = await reader.partitions([topics.topic("steps")])
+        await reader.open(parts, start="beginning", until="end")
+        read = [r async for batch in reader for r in batch]
+    assert sorted(len(r.value or b"") for r in read)[-1] > MAX_PAYLOAD_BYTES - 128 * 1024
+    assert len(read) == len(steps)
 
 
 async def test_publish_validates_mappings(producer: EventProducer) -> None:
