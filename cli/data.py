@@ -374,12 +374,13 @@ def score(
     Components: quality, complexity, IFD (with --model), novelty, safety; and a composite.
     """
     from ..infra.embedding import MiniLM
-    from ..streams.scoring.perplexity import LMScorer
     from ..streams.scoring.worker import run_scorer
 
     lm = None
     if model is not None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from ..streams.scoring.perplexity import LMScorer
 
         if not (model / "config.json").is_file():
             raise _fail(f"--model {model}: no config.json there; give a saved HF model folder")

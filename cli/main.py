@@ -25,6 +25,7 @@ from .monitor import monitor
 from .replay import app as replay_app
 from .serve import serve
 from .simulate import app as simulate_app
+from .teardown import end_now, requested, skip_teardown
 from .train import train
 
 app = typer.Typer(
@@ -43,6 +44,7 @@ app.add_typer(replay_app, name="replay")
 app.command("demo")(demo)
 app.command("train")(train)
 worker_app = typer.Typer(help="Run the factory's stream workers.", no_args_is_help=True)
+worker_app.callback()(skip_teardown)
 app.add_typer(worker_app, name="worker")
 app.add_typer(dataelf_app, name="data")
 app.command("audit")(_audit.audit)
@@ -165,5 +167,16 @@ def topics_list(
     console.print(table)
 
 
+def main() -> None:
+    """The ``safactory`` command; a worker command's process ends without the shared
+    libraries' teardown (:mod:`.teardown`)."""
+    try:
+        app()
+    except SystemExit as done:
+        if requested() and (done.code is None or isinstance(done.code, int)):
+            end_now(done.code or 0)
+        raise
+
+
 if __name__ == "__main__":
-    app()
+    main()

@@ -33,6 +33,7 @@ from ..infra.staleness import StalenessController
 from ..schemas import AttackPlan, EpisodeEnded, new_id
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
+from .teardown import skip_teardown
 
 app = typer.Typer(
     help="Run agents in environments; every step goes to sf.steps.", no_args_is_help=True
@@ -454,6 +455,7 @@ def worker(
     control: ControlOpt = True,
 ) -> None:
     """Join the worker group on sf.tasks and run every task that arrives."""
+    skip_teardown()
     config = _policy(locals())
     for name in warm or []:
         if name not in env_names():

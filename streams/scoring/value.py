@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,7 +18,9 @@ from ...infra.embedding import TextEmbedder
 from ...schemas import Score, Severity, Trajectory, Verdict, derive_id
 from .diversity import k_center, novelty
 from .heuristics import complexity, quality
-from .perplexity import LMScorer
+
+if TYPE_CHECKING:  # torch is imported only when a language model is given
+    from .perplexity import LMScorer
 
 SCORER = "data-value"
 SCORER_VERSION = "1"

@@ -6,14 +6,17 @@ same ids."""
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from ...infra.config import Settings
 from ...infra.consumer import Delivery
 from ...infra.embedding import TextEmbedder
 from ...infra.processor import Context, Processor, ProcessorStats, Runtime
 from ...schemas import Trajectory
-from .perplexity import LMScorer
 from .value import Weights, record_from_trajectory, score_event, score_records
+
+if TYPE_CHECKING:  # torch is imported only when a language model is given
+    from .perplexity import LMScorer
 
 
 def scorer(
