@@ -15,7 +15,7 @@ Figures (the bench each is a short run of; higher or lower is better):
 * bus produce / consume / pipelined, ours ÷ raw aiokafka + json: ``bus.py``, 10,000 events;
   higher;
 * streaming audit p99 at 2,000 steps/s, fast tier: ``audit_latency.py``, 4 s; lower;
-* per-step audit p99, full offline set: ``audit_latency.py`` part 1, 60 steps; lower;
+* per-step audit p99, full offline set: ``audit_latency.py`` part 1, 200 steps; lower;
 * sink ÷ raw LanceDB append: ``sink_ingest.py``, 10,000 rows; higher;
 * OS-shell steps/s at concurrency 32: ``sim_throughput.py``, 256 episodes; higher;
 * batch audit of 120 R-Judge traces, the CLI from its start (s): ``safactory audit``; lower.
@@ -70,6 +70,8 @@ REGRESSION = 0.30
 """A figure this much worse than its baseline is a regression."""
 RECORD_RUNS = 3
 """Runs whose median ``--record`` writes."""
+STEPS = 200
+"""Steps of the per-step audit figure (at 60 its p99 was the slowest step's time)."""
 RJUDGE = (
     Path(__file__).resolve().parents[2] / "shared" / "data" / "audit" / "trajectories" / "rjudge"
 )
@@ -116,7 +118,7 @@ def audit_stream(settings: Settings) -> dict[str, float]:
 def audit_step(settings: Settings) -> dict[str, float]:
     from safactory.bench import audit_latency as al
 
-    p99 = al.part1(al.DEFAULT_DATA, 60, per_checker=False)
+    p99 = al.part1(al.DEFAULT_DATA, STEPS, per_checker=False)
     return {"audit per-step p99, full set": p99["full offline set"]}
 
 
@@ -183,6 +185,49 @@ FIGURES = [
 ]
 
 
+def machine_ms(runs: int = 5) -> float:
+    """Milliseconds a fixed pure-Python loop takes (the median of ``runs``): how fast this
+    machine runs Python now, to read the CPU-bound figures against (a shared machine has
+    spells some 30 % slower, and every such figure moves with them)."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        total = 0
+        for i in range(1_000_000):
+            total += i
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def io_stalled_us() -> int | None:
+    """Microseconds every task of this machine stalled on I/O so far (Linux PSI,
+    ``/proc/pressure/io``, "full"); None where the kernel does not say."""
+    try:
+        for line in Path("/proc/pressure/io").read_text().splitlines():
+            if line.startswith("full"):
+                return int(line.rsplit("total=", 1)[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def machine_line(now: float, base: float | None, io_share: float | None) -> str:
+    """The machine's Python speed now beside the baseline's, and its I/O stalls in the run."""
+    speed = (
+        f"the reference loop took {now:.0f} ms, {base:.0f} ms when the baseline was recorded "
+        f"({now / base:.2f}x: CPU-bound figures move with that)"
+        if base
+        else f"the reference loop took {now:.0f} ms (no baseline)"
+    )
+    stalls = (
+        f"; all tasks stalled on I/O {io_share:.0%} of the run (a figure that loads models "
+        "or writes files moves with that)"
+        if io_share is not None
+        else ""
+    )
+    return f"machine: {speed}{stalls}"
+
+
 def measure(settings: Settings) -> tuple[dict[str, float], dict[str, float]]:
     """Every figure (each bench once) and the seconds each bench took."""
     values: dict[str, float] = {}
@@ -238,6 +283,8 @@ def main() -> int:
         broker = local_broker(settings)
         broker.up()
     started = time.perf_counter()
+    stalled = io_stalled_us()
+    speed = [machine_ms()]
     try:
         values, took = measure(settings)
         if args.record:  # a baseline is the median of three runs: one short run moves
@@ -246,9 +293,18 @@ def main() -> int:
     finally:
         if broker is not None:
             broker.down()
-    baseline = json.loads(BASELINE.read_text()).get("figures", {}) if BASELINE.exists() else {}
-    text, regressed = table(values, baseline)
+    speed.append(machine_ms())
+    recorded = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
+    text, regressed = table(values, recorded.get("figures", {}))
     print(text)
+    wall = time.perf_counter() - started
+    now_stalled = io_stalled_us()
+    io_share = (
+        (now_stalled - stalled) / 1e6 / wall
+        if stalled is not None and now_stalled is not None
+        else None
+    )
+    print(machine_line(statistics.mean(speed), recorded.get("machine_ms"), io_share))
     spent = ", ".join(f"{name.split(' ')[0]} {s:.0f}s" for name, s in took.items())
     print(f"\n{time.perf_counter() - started:.0f} s in all ({spent})")
     if args.record:
@@ -258,6 +314,7 @@ def main() -> int:
         recorded = {
             "recorded": datetime.now(UTC).isoformat(timespec="seconds"),
             "commit": commit,
+            "machine_ms": round(statistics.mean(speed), 1),
             "figures": {
                 f.name: {
                     "value": round(values[f.name], 4),
