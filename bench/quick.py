@@ -211,8 +211,10 @@ def io_stalled_us() -> int | None:
     return None
 
 
-def machine_line(now: float, base: float | None, io_share: float | None) -> str:
-    """The machine's Python speed now beside the baseline's, and its I/O stalls in the run."""
+def machine_line(
+    now: float, base: float | None, io_share: float | None, base_io: float | None
+) -> str:
+    """The machine's Python speed and I/O stalls in this run, beside the baseline's."""
     speed = (
         f"the reference loop took {now:.0f} ms, {base:.0f} ms when the baseline was recorded "
         f"({now / base:.2f}x: CPU-bound figures move with that)"
@@ -220,8 +222,9 @@ def machine_line(now: float, base: float | None, io_share: float | None) -> str:
         else f"the reference loop took {now:.0f} ms (no baseline)"
     )
     stalls = (
-        f"; all tasks stalled on I/O {io_share:.0%} of the run (a figure that loads models "
-        "or writes files moves with that)"
+        f"; all tasks stalled on I/O {io_share:.0%} of the run"
+        + (f" ({base_io:.0%} in the baseline's)" if base_io is not None else "")
+        + " (a figure that loads models or writes files moves with that)"
         if io_share is not None
         else ""
     )
@@ -304,7 +307,14 @@ def main() -> int:
         if stalled is not None and now_stalled is not None
         else None
     )
-    print(machine_line(statistics.mean(speed), recorded.get("machine_ms"), io_share))
+    print(
+        machine_line(
+            statistics.mean(speed),
+            recorded.get("machine_ms"),
+            io_share,
+            recorded.get("io_stalled_share"),
+        )
+    )
     spent = ", ".join(f"{name.split(' ')[0]} {s:.0f}s" for name, s in took.items())
     print(f"\n{time.perf_counter() - started:.0f} s in all ({spent})")
     if args.record:
@@ -315,6 +325,7 @@ def main() -> int:
             "recorded": datetime.now(UTC).isoformat(timespec="seconds"),
             "commit": commit,
             "machine_ms": round(statistics.mean(speed), 1),
+            "io_stalled_share": None if io_share is None else round(io_share, 3),
             "figures": {
                 f.name: {
                     "value": round(values[f.name], 4),
