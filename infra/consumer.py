@@ -29,7 +29,14 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import (
+    CommitFailedError,
+    IllegalGenerationError,
+    IllegalStateError,
+    KafkaError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
 
 from ..schemas import DecodeError, Event, codec
 from . import metrics
@@ -39,6 +46,21 @@ from .dead_letters import DeadLetters, DeadLetterStats
 from .producer import EventProducer
 
 log = logging.getLogger(__name__)
+
+
+GROUP_MOVED_ON = (
+    CommitFailedError,
+    UnknownMemberIdError,
+    IllegalGenerationError,
+    RebalanceInProgressError,
+    IllegalStateError,
+)
+"""What a commit raises when the group rebalanced under it: the member's session expired
+(its loop was held past the session timeout, the process was stopped) or the group is
+reassigning. Normal, never fatal: the offsets of partitions no longer held are dropped (the
+new owner reads those records again; ids are deterministic and sinks deduplicate), the rest
+are committed once the member has rejoined. aiokafka raises ``IllegalStateError`` for a
+partition it no longer holds, or while it rejoins ("No partitions assigned")."""
 
 
 FETCH_MAX_WAIT_MS = 100
@@ -90,6 +112,13 @@ class ConsumerStats(metrics.Tally):
     abandoned_batches = metrics.Count(
         "sf_consumer_abandoned_batches", "batches abandoned past the stop grace"
     )
+    batches_cut = metrics.Count(
+        "sf_consumer_batches_cut", "batches cut short by the runtime's time budget"
+    )
+    commits_rebalanced = metrics.Count(
+        "sf_consumer_commits_rebalanced",
+        "commits the group refused because it rebalanced (records are read again)",
+    )
 
     def __init__(self, dead: DeadLetterStats) -> None:
         super().__init__()
@@ -122,6 +151,8 @@ class Polled:
     """Screened records not yet decoded: :meth:`EventConsumer.decoding` decodes them."""
     undecodable: list[tuple[ConsumerRecord, DecodeError]] = field(default_factory=list)
     """Records that failed to decode; :meth:`EventConsumer.finish` dead-letters them."""
+    first: dict[TopicPartition, int] = field(default_factory=dict)
+    """The offset of each partition's first record in the batch."""
 
 
 class EventConsumer:
@@ -192,6 +223,11 @@ class EventConsumer:
             "auto_offset_reset": "earliest" if from_beginning else "latest",
             "max_partition_fetch_bytes": PARTITION_FETCH_BYTES,
             "fetch_max_wait_ms": FETCH_MAX_WAIT_MS,
+            "session_timeout_ms": self.settings.group_session_timeout_ms,
+            "heartbeat_interval_ms": min(
+                self.settings.group_heartbeat_interval_ms,
+                self.settings.group_session_timeout_ms // 3,
+            ),
         }
         options.update(kafka_options)
         self._consumer = AIOKafkaConsumer(**options)
@@ -313,6 +349,7 @@ class EventConsumer:
             return None
         undecoded: list[ConsumerRecord] = []
         offsets: dict[TopicPartition, int] = {}
+        first: dict[TopicPartition, int] = {}
         screen = self._screen
         screened = records_seen = 0
         for tp, records in batches.items():
@@ -327,9 +364,10 @@ class EventConsumer:
                     else:
                         screened += 1
             offsets[tp] = records[-1].offset + 1
+            first[tp] = records[0].offset
         if screened:
             self.stats.count("screened", screened)
-        polled = Polled([], [], offsets, self._generation, records_seen, undecoded)
+        polled = Polled([], [], offsets, self._generation, records_seen, undecoded, first=first)
         if decode:
             polled.deliveries = list(self.decoding(polled))
         return polled
@@ -457,21 +495,51 @@ class EventConsumer:
         lags: dict[TopicPartition, int | None] = {}
         for tp in self._consumer.assignment():
             end = self._consumer.highwater(tp)
-            lags[tp] = None if end is None else max(0, end - await self._consumer.position(tp))
+            try:
+                lags[tp] = None if end is None else max(0, end - await self._consumer.position(tp))
+            except IllegalStateError:  # revoked meanwhile (a rebalance)
+                continue
         return lags
 
     def _commit_due(self) -> bool:
         return asyncio.get_running_loop().time() - self._last_commit >= self._commit_interval
 
     async def commit(self) -> None:
-        """Commit the offsets of everything handled so far (also done on an interval)."""
+        """Commit the offsets of everything handled so far (also done on an interval).
+
+        A commit the group refuses because it rebalanced (:data:`GROUP_MOVED_ON`) is normal:
+        offsets of partitions this member no longer holds are dropped, the others are kept
+        for the next commit after the rejoin."""
         self._last_commit = asyncio.get_running_loop().time()
-        if self._uncommitted:
-            offsets = dict(self._uncommitted)
+        if not self._uncommitted:
+            return
+        offsets = dict(self._uncommitted)
+        try:
             await self._consumer.commit(offsets)  # kept until it succeeded
-            for tp, offset in offsets.items():
-                if self._uncommitted.get(tp) == offset:
-                    del self._uncommitted[tp]
+        except GROUP_MOVED_ON as exc:
+            self._rebalanced(offsets, exc)
+            return
+        for tp, offset in offsets.items():
+            if self._uncommitted.get(tp) == offset:
+                del self._uncommitted[tp]
+
+    def _rebalanced(self, offsets: dict[TopicPartition, int], exc: BaseException) -> None:
+        """A commit of ``offsets`` failed because the group moved on: keep only the
+        partitions still held (committed after the rejoin), drop the rest."""
+        held = self._consumer.assignment()
+        dropped = {tp: o for tp, o in offsets.items() if tp not in held}
+        for tp in dropped:
+            if self._uncommitted.get(tp) == offsets[tp]:
+                del self._uncommitted[tp]
+        self.stats.commits_rebalanced += 1
+        log.warning(
+            "%s: commit refused, the group rebalanced (%s); %d partition(s) no longer held "
+            "are read again by their new owner, %d kept for the next commit",
+            self.group_id,
+            type(exc).__name__,
+            len(dropped),
+            len(offsets) - len(dropped),
+        )
 
     async def _handle(self, delivery: Delivery) -> asyncio.Future[object] | None:
         assert self._handler is not None
@@ -521,15 +589,26 @@ class _CommitOnRevoke(ConsumerRebalanceListener):
         self._owner = owner
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-        self._owner._generation += 1
-        self._owner._ready -= set(revoked)
-        pending = {tp: o for tp, o in self._owner._uncommitted.items() if tp in set(revoked)}
-        if pending:
-            for tp in pending:
-                del self._owner._uncommitted[tp]
-            await self._owner._consumer.commit(pending)
-        if self._owner._on_revoked is not None:
-            await self._owner._on_revoked(set(revoked))
+        """Commit what was handled of the revoked partitions, then tell the owner. When the
+        member was already expelled (its session expired) the commit is refused: those
+        records are read again by the new owner, and the owner is told all the same (it
+        must let go of their state)."""
+        owner = self._owner
+        owner._generation += 1
+        owner._ready -= set(revoked)
+        pending = {tp: o for tp, o in owner._uncommitted.items() if tp in set(revoked)}
+        for tp in pending:
+            del owner._uncommitted[tp]
+        try:
+            if pending:
+                await owner._consumer.commit(pending)
+        except GROUP_MOVED_ON as exc:
+            owner._rebalanced(pending, exc)
+        except KafkaError as exc:
+            log.warning("%s: commit on revoke failed (%r); read again", owner.group_id, exc)
+        finally:
+            if owner._on_revoked is not None:
+                await owner._on_revoked(set(revoked))
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         """Run the owner's ``on_assigned``, then mark the partitions ready. If it fails,
