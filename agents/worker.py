@@ -30,6 +30,7 @@ from ..infra.processor import Context, Processor, Rejected, Runtime
 from ..infra.producer import EventProducer
 from ..infra.reader import TopicMissing, TopicReader
 from ..infra.staleness import Admission, StalenessController
+from ..infra.topics import wait_for_broker
 from ..schemas import (
     DecodeError,
     EpisodeEnded,
@@ -154,7 +155,8 @@ class SimulationWorker:
 
     async def start(self) -> None:
         """Connect the producer, follow policy versions, set up the actors (the task group
-        is joined by :meth:`run`)."""
+        is joined by :meth:`run`); a broker still restarting is waited for."""
+        await wait_for_broker(self.settings)
         await self.producer.start()
         await self.watcher.start()
         runner = EpisodeRunner(

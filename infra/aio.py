@@ -20,6 +20,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from . import metrics
 from .config import Settings, get_settings
 
 T = TypeVar("T")
@@ -141,6 +142,42 @@ def _exit_now(signum: int, why: str) -> None:
     """End the process without cleanup (the last resort of :func:`stop_on_signals`)."""
     print(f"{signal.Signals(signum).name}: {why}; exiting now", file=sys.stderr, flush=True)
     os._exit(128 + signum)
+
+
+class LoopWatch:
+    """Measures how long the event loop is held: a timer set every ``every_s`` that wakes
+    late was kept waiting by synchronous work on the loop (a model load, a long handler) or
+    by a stopped process. A group member's heartbeats run on the same loop, so a stall
+    near the session timeout costs a rebalance; each stall is observed in
+    ``sf_loop_stall_seconds`` and one past ``warn_s`` is logged with its length."""
+
+    def __init__(self, every_s: float = 0.25, warn_s: float = 2.0) -> None:
+        self.every_s = every_s
+        self.warn_s = warn_s
+        self.longest = 0.0
+        """The longest stall seen, in seconds."""
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start watching the running loop."""
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    def stop(self) -> None:
+        """Stop watching."""
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + self.every_s
+            await asyncio.sleep(self.every_s)
+            late = loop.time() - due
+            if late >= 0.05:
+                metrics.loop_stalled(late)
+                self.longest = max(self.longest, late)
+                if late >= self.warn_s:
+                    log.warning("event loop held for %.1f s (heartbeats wait meanwhile)", late)
 
 
 def cancelled_by_someone_else(exc: BaseException) -> bool:

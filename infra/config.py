@@ -59,6 +59,16 @@ class Settings(BaseSettings):
     topic_prefix: str = Field(default="sf.", description="prefix of every catalogue topic name")
     default_partitions: int = 3
     client_id: str = "safactory"
+    group_session_timeout_ms: int = Field(
+        default=10_000,
+        ge=6_000,
+        le=300_000,
+        description="a consumer group member is expelled after this long without a heartbeat "
+        "(a crashed worker's partitions move then; docs/DECISIONS.md)",
+    )
+    group_heartbeat_interval_ms: int = Field(
+        default=3_000, ge=100, le=100_000, description="how often a group member heartbeats"
+    )
     metrics_port: int = Field(
         default=0,
         ge=0,

@@ -210,6 +210,13 @@ LAG = Gauge(
     ("worker", "topic", "partition"),
     registry=REGISTRY,
 )
+LOOP_STALL_SECONDS = Histogram(
+    "sf_loop_stall_seconds",
+    "how late the event loop woke a timer (held by synchronous work or a stopped process)",
+    ("worker",),
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+    registry=REGISTRY,
+)
 TRAINER_LOSS = Gauge("sf_trainer_loss", "loss of the latest update", ("worker",), registry=REGISTRY)
 TRAINER_TOKENS_PER_S = Gauge(
     "sf_trainer_tokens_per_second",
@@ -224,6 +231,11 @@ def timed() -> Iterator[None]:
     """Observe the block's duration in ``sf_processing_seconds``."""
     with PROCESSING_SECONDS.labels(_worker).time():
         yield
+
+
+def loop_stalled(seconds: float) -> None:
+    """Record how late the event loop woke a timer (``aio.LoopWatch``)."""
+    LOOP_STALL_SECONDS.labels(_worker).observe(seconds)
 
 
 def trained(loss: float, tokens_per_s: float) -> None:

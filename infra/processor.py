@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -59,12 +60,17 @@ from .config import Settings
 from .consumer import Delivery, EventConsumer, Polled
 from .producer import EventProducer
 from .store import ChangelogStore, PartitionState
-from .topics import BY_NAME, TopicSpec, create_topics
+from .topics import BY_NAME, TopicSpec, create_topics, wait_for_broker
 
 log = logging.getLogger(__name__)
 
 YIELD_EVERY_S = 0.005
 """Longest stretch of handling records without letting the producer send what is ready."""
+BATCH_BUDGET_S = 5.0
+"""Longest a record handler's batch runs before the runtime cuts it: the records handled so
+far are settled and marked, the partitions are sought back to the first record not handled,
+and the next poll reads the rest again. Slow handlers (a judge, a model) then still poll,
+commit and run timers every few seconds, and a rebalance never finds a long batch in hand."""
 RETRY_PAUSE_S = 0.05
 """Pause before a failed handler's next attempt (times the attempt number)."""
 
@@ -139,6 +145,9 @@ class Processor:
     live_lag: int = 1000
     """Records behind a partition's end within which it counts as caught up (timers)."""
     from_beginning: bool = True
+    warm: Callable[[], object] | None = None
+    """Loads what the function needs (models, tables) in a thread before the worker joins
+    its group: a first record never waits on a cold load while heartbeats wait."""
     kafka: Mapping[str, object] = field(default_factory=dict)
     """Extra consumer options (``max_poll_interval_ms`` for slow batches...)."""
 
@@ -275,7 +284,9 @@ class _Running:
                 await self._concurrently(polled.deliveries)
                 handled = len(polled.deliveries)
             else:
-                handled = await self._records(polled.deliveries or EventConsumer.decoding(polled))
+                handled = await self._records(
+                    polled.deliveries or EventConsumer.decoding(polled), polled
+                )
         await self.settle()
         if handled:
             self.consumer.stats.count("handled", handled)
@@ -291,19 +302,25 @@ class _Running:
             self.stats.sent(topic, n)
         self.sent.clear()
 
-    async def _records(self, deliveries: Iterable[Delivery]) -> int:
-        """Handle each delivery in order; returns how many there were."""
+    async def _records(self, deliveries: Iterable[Delivery], polled: Polled) -> int:
+        """Handle each delivery in order, for up to :data:`BATCH_BUDGET_S` (the rest of
+        ``polled`` is then cut off: :meth:`_cut`); returns how many were handled."""
         loop = asyncio.get_running_loop()
         clock = loop.time
-        since = clock()
+        since = started = clock()
         ctx, handle, store = self.ctx, self.p.handle, self.store
         assert handle is not None
         count = 0
+        handled: dict[tuple[str, int], int] = {}
         for delivery in deliveries:
-            count += 1
-            if clock() - since >= YIELD_EVERY_S:
+            now = clock()
+            if now - since >= YIELD_EVERY_S:
+                if now - started >= BATCH_BUDGET_S:
+                    self._cut(polled, handled)
+                    break
                 await asyncio.sleep(0)  # let the producer hand finished outputs over
                 since = clock()
+            count += 1
             ctx._bind(delivery)
             mark = store.mark() if store is not None else 0
             try:
@@ -313,8 +330,34 @@ class _Running:
             else:
                 if ctx._out:
                     await self._send(ctx)
+            handled[(delivery.topic, delivery.partition)] = delivery.offset + 1
         ctx.record, ctx.state = None, None
         return count
+
+    def _cut(self, polled: Polled, handled: dict[tuple[str, int], int]) -> None:
+        """End ``polled`` after the records handled so far: each partition is sought back
+        to its first record not handled and marked only up to it."""
+        consumer = self.consumer
+        held = consumer.assignment()
+        cut: dict[TopicPartition, int] = {}
+        for tp, end in list(polled.offsets.items()):
+            upto = handled.get((tp.topic, tp.partition), polled.first.get(tp, end))
+            if upto >= end:
+                continue
+            cut[tp] = upto
+            if tp in held:
+                consumer.seek(tp, upto)
+            if upto > polled.first.get(tp, upto):
+                polled.offsets[tp] = upto
+            else:
+                del polled.offsets[tp]
+        polled.undecodable = [  # those past the cut are read (and dead-lettered) again
+            (r, e)
+            for r, e in polled.undecodable
+            if r.offset < cut.get(TopicPartition(r.topic, r.partition), r.offset + 1)
+        ]
+        consumer.stats.count("batches_cut")
+        log.info("%s: batch cut after %g s; the rest is read again", self.p.name, BATCH_BUDGET_S)
 
     async def _concurrently(self, deliveries: list[Delivery]) -> None:
         handle = self.p.handle
@@ -549,15 +592,21 @@ class Runtime:
         """Create missing topics, join the groups and process until asked to stop (or no
         record arrived for ``idle_timeout`` seconds)."""
         metrics.serve(self.settings, self.worker)
+        await wait_for_broker(self.settings)
         await create_topics(self.settings, self._topics())
         self._stopping.clear()
         self.stop_requested = False
         async with self._producing():
             self._running = [_Running(self, p) for p in self.processors]
             started: list[EventConsumer] = []
+            watch = aio.LoopWatch()
+            watch.start()
             try:
                 with aio.stop_on_signals(self.request_stop):
+                    await self._warm()
                     for running in self._running:
+                        if self.stop_requested:
+                            return
                         await running.consumer.start()
                         started.append(running.consumer)
                     aio.tune_gc()
@@ -568,9 +617,23 @@ class Runtime:
                     )
                     await self._run_all(idle_timeout)
             finally:
+                watch.stop()
                 for consumer in started:
                     await consumer.stop()
-        log.warning("%s worker stopped: %s", self.worker, [r.stats for r in self._running])
+        log.warning(
+            "%s worker stopped: %s; longest event-loop stall %.1f s",
+            self.worker,
+            [r.stats for r in self._running],
+            watch.longest,
+        )
+
+    async def _warm(self) -> None:
+        """Run each processor's ``warm`` in a thread, before any group is joined."""
+        for p in self.processors:
+            if p.warm is not None and not self.stop_requested:
+                started = time.perf_counter()
+                await asyncio.to_thread(p.warm)
+                log.warning("%s warmed up in %.1f s", p.name, time.perf_counter() - started)
 
     @contextlib.asynccontextmanager
     async def offline(self) -> AsyncIterator[Runtime]:

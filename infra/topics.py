@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError, for_code
+from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError, for_code
 
 from .broker import min_insync_replicas
 from .config import Settings
+
+log = logging.getLogger(__name__)
 
 DAY_MS = 24 * 3600 * 1000
 FOREVER = -1
@@ -103,6 +106,35 @@ def admin_client(settings: Settings) -> AIOKafkaAdminClient:
     return AIOKafkaAdminClient(
         bootstrap_servers=settings.kafka_bootstrap, client_id=f"{settings.client_id}-admin"
     )
+
+
+BROKER_WAIT_S = 60.0
+"""How long a starting worker waits for an unreachable broker (a broker restarting, a
+cluster's rolling restart) before it gives up with the connection error."""
+
+
+async def wait_for_broker(settings: Settings, wait_s: float = BROKER_WAIT_S) -> None:
+    """Return once the cluster answers; retry every 2 s for up to ``wait_s`` while it does
+    not (logged), then raise its ``KafkaConnectionError``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        admin = admin_client(settings)
+        try:
+            await admin.start()
+            return
+        except KafkaConnectionError as exc:
+            if loop.time() >= deadline:
+                raise
+            log.warning(
+                "broker %s not reachable (%s); retrying for up to %.0f s more",
+                settings.kafka_bootstrap,
+                exc,
+                deadline - loop.time(),
+            )
+            await asyncio.sleep(2.0)
+        finally:
+            await admin.close()
 
 
 async def create_topics(

@@ -109,6 +109,7 @@ class AuditWorker:
             on_assigned=self.restored,
             on_revoked=self.released,
             group=GROUP,
+            warm=engine.warm,
         )
         self.runtime = Runtime(self.settings, self.processor)
 

@@ -116,7 +116,6 @@ class AssemblerWorker:
             on_rollback=self.rebuild,
             max_records=1000,
             live_lag=live_lag,
-            kafka={"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000},
         )
         self.runtime = Runtime(settings, self.processor)
 

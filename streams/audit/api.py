@@ -99,7 +99,8 @@ class Checker(ABC):
 
     ``check`` may be a plain method (rules, heuristics, models) or ``async`` (LLM judges);
     the engine awaits the latter under a timeout. Return an empty list when nothing is found.
-    ``prepare`` (optional) runs on every checker before any ``check`` of the same step.
+    ``prepare`` (optional) runs on every checker before any ``check`` of the same step;
+    ``warm`` (optional) loads models before a worker joins its group.
     """
 
     name: ClassVar[str]
@@ -108,6 +109,9 @@ class Checker(ABC):
     scope: ClassVar[Scope] = "step"
     risk_types: ClassVar[tuple[str, ...]]
     description: ClassVar[str] = ""
+
+    def warm(self) -> None:  # noqa: B027 (optional hook, no-op default)
+        """Load what ``check`` needs (a model) now, not on the first step it judges."""
 
     def prepare(self, view: EpisodeView) -> None:  # noqa: B027 (optional hook, no-op default)
         """Get ready to judge ``view`` (e.g. queue texts for a shared batched forward)."""

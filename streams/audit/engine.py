@@ -107,6 +107,11 @@ class AuditEngine:
         self._tiers = {tier: (cs, [c for c in cs if _prepares(c)]) for tier, cs in tiers.items()}
         """Per tier: its checkers, and those of them with a ``prepare`` of their own."""
 
+    def warm(self) -> None:
+        """Load every checker's models now (before a worker joins its group)."""
+        for checker in self.checkers:
+            checker.warm()
+
     async def audit_step(
         self,
         step: Step,

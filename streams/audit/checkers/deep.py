@@ -203,6 +203,10 @@ class EpisodeJudge(Checker):
             )
         self.threshold = float(self.head.meta.get("threshold", 0.5))
 
+    def warm(self) -> None:
+        """Load SmolLM2 (a cold load takes seconds)."""
+        self.embedder.embed(["warm"])
+
     def score(self, steps: list[Step]) -> float:
         """The judge's probability that the episode is unsafe."""
         text = trajectory_text(steps, budget=self.budget)

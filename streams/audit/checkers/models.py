@@ -48,6 +48,10 @@ class HeadChecker(Checker):
         """The texts this head embeds for the step."""
         return []
 
+    def warm(self) -> None:
+        """Load the embedder's model (a cold load takes seconds)."""
+        self.embedder.embed(["warm"])
+
     def prepare(self, view: EpisodeView) -> None:
         """Queue this step's texts: the first head to score flushes every head's texts
         through the shared embedder in one batched forward."""
