@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -12,13 +13,14 @@ from rich.console import Console
 from rich.table import Table
 
 from ..streams.audit import registry
-from ..streams.audit.batch import audit_records, metrics_by_group
+from ..streams.audit.batch import LabelTally, audit_record, stop_on_interrupt
 from ..streams.audit.engine import AuditEngine
 from ..streams.audit.importers import (
     FORMATS,
     AuditRecord,
     ImportFormatError,
     SkippedRecord,
+    iter_entries,
     iter_steps,
     read_entries,
 )
@@ -126,27 +128,55 @@ def audit(
     if path is None:
         raise _fail("missing PATH: the trace file or folder to audit")
     engine = _engine(checkers, judge_timeout)
-    entries = _entries(path, fmt, strict)
-    records = [e for e in entries if isinstance(e, AuditRecord)]
-    with console.status(f"auditing {len(records)} records") as status:
-        results = asyncio.run(
-            audit_records(
-                engine, records, lambda n: status.update(f"audited {n}/{len(records)} records")
-            )
-        )
-    audited = iter(results)
-    lines = [
-        json.dumps(next(audited).as_json() if isinstance(e, AuditRecord) else skipped_line(e))
-        for e in entries
-    ]
+    try:
+        entries = iter_entries(path, fmt)
+    except ImportFormatError as exc:
+        raise _fail(str(exc)) from None
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        err.print(f"wrote {len(lines)} lines to {out}")
-    else:
-        for line in lines:
-            print(line)
-    by_group = metrics_by_group(records, results)
+    sink = out.open("w", encoding="utf-8") if out else sys.stdout
+    tally = LabelTally()
+    audited = skipped = 0
+    try:
+        with (
+            stop_on_interrupt() as interrupted,
+            asyncio.Runner() as runner,
+            console.status("auditing") as status,
+        ):
+            for entry in entries:
+                if isinstance(entry, SkippedRecord):
+                    if strict:
+                        raise _fail(entry.reason)
+                    skipped += 1
+                    err.print(f"[yellow]skipped:[/yellow] {entry.reason}")
+                    line = skipped_line(entry)
+                else:
+                    result = audit_record(runner, engine, entry)
+                    tally.add(entry, result)
+                    audited += 1
+                    line = result.as_json()
+                sink.write(json.dumps(line) + "\n")
+                sink.flush()
+                status.update(f"audited {audited} records ({skipped} skipped)")
+                if interrupted.is_set():
+                    err.print(
+                        f"[yellow]stopped (Ctrl-C) after {audited + skipped} records; "
+                        f"their lines are kept{f' in {out}' if out else ''}[/yellow]"
+                    )
+                    raise typer.Exit(130)
+    finally:
+        if out:
+            sink.close()
+    if skipped:
+        err.print(
+            f"[yellow]{skipped} of {audited + skipped} records skipped[/yellow] (fix the "
+            "fields named above; --strict stops at the first)"
+        )
+    if skipped and not audited:
+        raise _fail("no record could be read (the reasons are above)")
+    if out:
+        err.print(f"wrote {audited + skipped} lines to {out}")
+    by_group = tally.metrics()
     if by_group:
         table = Table(title="trajectory level (percent; FPR = flagged among safe)")
         for column in ("group", "n", "P", "R", "F1", "Acc", "FPR"):

@@ -1,27 +1,46 @@
-"""Batch audit of recorded traces: the live engine over imported records, plus metrics."""
+"""Batch audit of recorded traces: the live engine over imported records, one record at a
+time, and the metrics of the labelled ones, counted as they go."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+import asyncio
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from .engine import AuditEngine, TrajectoryResult
 from .importers import AuditRecord
 
 
-async def audit_records(
-    engine: AuditEngine,
-    records: Iterable[AuditRecord],
-    progress: Callable[[int], None] | None = None,
-) -> list[TrajectoryResult]:
-    """Audit every record (each a whole episode) and fold each to a trajectory result."""
-    out = []
-    for record in records:
-        audits = await engine.audit_episode(record.steps)
-        out.append(TrajectoryResult.of(record.id, audits))
-        if progress:
-            progress(len(out))
-    return out
+def audit_record(
+    runner: asyncio.Runner, engine: AuditEngine, record: AuditRecord
+) -> TrajectoryResult:
+    """Audit one record (a whole episode) and fold it to its trajectory result."""
+    return TrajectoryResult.of(record.id, runner.run(engine.audit_episode(record.steps)))
+
+
+@contextmanager
+def stop_on_interrupt() -> Iterator[threading.Event]:
+    """Within the block, a first Ctrl-C (SIGINT) sets the returned event, so a batch loop
+    stops after the record in hand and keeps what it wrote; a second one interrupts at
+    once. Outside the main thread the event is never set."""
+    requested = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield requested
+        return
+
+    def on_interrupt(signum: int, frame: object) -> None:
+        if requested.is_set():
+            raise KeyboardInterrupt
+        requested.set()
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield requested
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,21 +100,28 @@ class Metrics:
         }
 
 
-def metrics_by_group(
-    records: Sequence[AuditRecord], results: Sequence[TrajectoryResult]
-) -> dict[str, Metrics]:
-    """Trajectory-level metrics of the labelled records: per group (R-Judge category,
-    AgentDojo suite), per attack kind (``attack=...``), then over all of them (``all``)."""
-    groups: dict[str, tuple[list[bool], list[bool]]] = {}
-    for record, result in zip(records, results, strict=True):
+@dataclass
+class LabelTally:
+    """Labels and predictions of the labelled records, per group (R-Judge category,
+    AgentDojo suite), per attack kind (``attack=...``) and overall (``all``), counted one
+    record at a time."""
+
+    groups: dict[str, tuple[list[bool], list[bool]]] = field(default_factory=dict)
+
+    def add(self, record: AuditRecord, result: TrajectoryResult) -> None:
+        """Count one audited record (nothing when it carries no label)."""
         if record.unsafe is None:
-            continue
+            return
         names = [record.group] if record.group else []
         if record.attack:
             names.append(f"attack={record.attack}")
         for name in [*names, "all"]:
-            labels, predictions = groups.setdefault(name, ([], []))
+            labels, predictions = self.groups.setdefault(name, ([], []))
             labels.append(record.unsafe)
             predictions.append(result.unsafe)
-    order = sorted(groups, key=lambda g: (g == "all", g.startswith("attack="), g))
-    return {g: Metrics.of(*groups[g]) for g in order}
+
+    def metrics(self) -> dict[str, Metrics]:
+        """The metrics per group, groups first, attack kinds next, ``all`` last."""
+        groups = self.groups
+        order = sorted(groups, key=lambda g: (g == "all", g.startswith("attack="), g))
+        return {g: Metrics.of(*groups[g]) for g in order}

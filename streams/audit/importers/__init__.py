@@ -9,6 +9,7 @@ worker judge them with the same engine.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from ....schemas.headers import shown
@@ -30,6 +31,7 @@ __all__ = [
     "ImportFormatError",
     "SkippedRecord",
     "formats",
+    "iter_entries",
     "iter_steps",
     "read_entries",
     "read_records",
@@ -46,10 +48,11 @@ FORMATS: tuple[str, ...] = formats()
 """The formats known when this module was imported (``formats()`` sees later plugins)."""
 
 
-def read_entries(path: Path, fmt: str) -> list[AuditRecord | SkippedRecord]:
-    """Every record of a file, or of every matching file under a directory, in input order;
-    a record (or file) that cannot be read is a :class:`SkippedRecord` saying where and why,
-    and the others are still read."""
+def iter_entries(path: Path, fmt: str) -> Iterator[AuditRecord | SkippedRecord]:
+    """Every record of a file, or of every matching file under a directory, in input order,
+    read one at a time (memory follows the largest record, not the input); a record (or
+    file) that cannot be read is a :class:`SkippedRecord` saying where and why, and the
+    others are still read. A wrong format or a missing path raises at once."""
     known = IMPORTERS.items()
     if fmt not in known:
         raise ImportFormatError(f"--format {shown(fmt)} is not one of {', '.join(known)}")
@@ -61,7 +64,12 @@ def read_entries(path: Path, fmt: str) -> list[AuditRecord | SkippedRecord]:
         raise ImportFormatError(
             f"{path}: no {' or '.join(spec.patterns)} files found for --format {fmt}"
         )
-    return [entry for file in files for entry in spec.read(file)]
+    return (entry for file in files for entry in spec.read(file))
+
+
+def read_entries(path: Path, fmt: str) -> list[AuditRecord | SkippedRecord]:
+    """:func:`iter_entries` as a list."""
+    return list(iter_entries(path, fmt))
 
 
 def read_records(path: Path, fmt: str) -> list[AuditRecord]:

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ....schemas import Action, ChatMessage, FunctionCall, Step, ToolCall, derive_id
-from .formats import loads_json
-from .records import AuditRecord, ImportFormatError, SkippedRecord, register_format
+from .jsonstream import Bad, lines
+from .records import AuditRecord, Entries, ImportFormatError, SkippedRecord, register_format
 
 AGENT_CHANNELS = ("c1", "c2", "c3", "c5")
 """Channels the agents write (``c6`` is the system's own log)."""
@@ -136,22 +136,16 @@ def _record(file: Path, number: int, raw: Any) -> AuditRecord:
 
 
 @register_format("agentleak", ("*.jsonl",))
-def read_agentleak(file: Path) -> list[AuditRecord | SkippedRecord]:
-    """Runs of one AgentLeak JSONL file."""
+def read_agentleak(file: Path) -> Entries:
+    """Runs of one AgentLeak JSONL file, one at a time."""
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return [SkippedRecord(str(file), f"{file}: not readable ({exc})")]
-    out: list[AuditRecord | SkippedRecord] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            out.append(_record(file, number, loads_json(line)))
-        except json.JSONDecodeError as exc:
-            out.append(
-                SkippedRecord(f"{file.name}:{number}", f"{file}:{number}: not JSON ({exc.msg})")
-            )
-        except (ImportFormatError, ValueError) as exc:
-            out.append(SkippedRecord(f"{file.name}:{number}", str(exc)))
-    return out
+        for number, raw in lines(file):
+            if isinstance(raw, Bad):
+                yield SkippedRecord(f"{file.name}:{number}", f"{file}:{number}: {raw.reason}")
+                continue
+            try:
+                yield _record(file, number, raw)
+            except (ImportFormatError, ValueError) as exc:
+                yield SkippedRecord(f"{file.name}:{number}", str(exc))
+    except OSError as exc:
+        yield SkippedRecord(str(file), f"{file}: not readable ({exc})")

@@ -24,7 +24,8 @@ from pydantic import ValidationError
 from ....schemas import Action, ChatMessage, FunctionCall, Step, ToolCall, derive_id
 from ....schemas import otel as o
 from ....schemas.headers import shown
-from .records import AuditRecord, ImportFormatError, SkippedRecord, register_format
+from .jsonstream import Bad, items, lines, valid_text
+from .records import AuditRecord, Entries, ImportFormatError, SkippedRecord, register_format
 
 
 def _read_one(
@@ -94,27 +95,27 @@ next thought): the action is the text before it."""
 
 
 @register_format("rjudge", ("*.json",))
-def read_rjudge(file: Path) -> list[AuditRecord | SkippedRecord]:
-    """Records of one R-Judge-format JSON file (a list of records)."""
+def read_rjudge(file: Path) -> Entries:
+    """Records of one R-Judge-format JSON file (a list of records), one at a time."""
     try:
-        data = loads_json(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return [SkippedRecord(str(file), f"{file}: not readable as JSON ({exc})")]
-    if not isinstance(data, list):
-        return [
-            SkippedRecord(
-                str(file),
-                f"{file}: expected a JSON list of R-Judge records, got {type(data).__name__}",
-            )
-        ]
-    return [
-        _read_one(
-            lambda i=i, raw=raw: _rjudge_record(file, i, raw),
-            str(raw["id"]) if isinstance(raw, dict) and "id" in raw else f"{file.name}:{i}",
-            f"{file}: record {i}",
-        )
-        for i, raw in enumerate(data)
-    ]
+        for index, raw in items(file):
+            if index is None:
+                kind = "not readable as JSON" if isinstance(raw, Bad) else "got"
+                what = raw.reason if isinstance(raw, Bad) else type(raw).__name__
+                yield SkippedRecord(
+                    str(file), f"{file}: expected a JSON list of R-Judge records, {kind} {what}"
+                )
+            elif isinstance(raw, Bad):
+                yield SkippedRecord(f"{file.name}:{index}", f"{file}: record {index}: {raw.reason}")
+            else:
+                own = isinstance(raw, dict) and "id" in raw
+                yield _read_one(
+                    lambda i=index, raw=raw: _rjudge_record(file, i, raw),
+                    str(raw["id"]) if own else f"{file.name}:{index}",
+                    f"{file}: record {index}",
+                )
+    except OSError as exc:
+        yield SkippedRecord(str(file), f"{file}: not readable ({exc})")
 
 
 def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
@@ -318,51 +319,13 @@ def _normalised_arguments(args: str) -> str:
         try:
             with warnings.catch_warnings():  # "invalid escape sequence" in the data's strings
                 warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
-                return _valid_text(json.dumps(parse(args), ensure_ascii=False, default=str))
+                return valid_text(json.dumps(parse(args), ensure_ascii=False, default=str))
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
     return args
 
 
 # --------------------------------------------------------------------------- JSON and JSONL
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def loads_json(text: str) -> Any:
-    """``json.loads``, but JSON nested too deeply to read is a JSONDecodeError (not a
-    RecursionError), and unpaired surrogates (``"\\ud800"`` escapes, text that UTF-8 cannot
-    encode, so no step holding them could be published or scanned) become U+FFFD."""
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise json.JSONDecodeError("nested too deeply to read", text, 0) from None
-    return _without_surrogates(data) if _SURROGATE_ESCAPE.search(text) else data
-
-
-def _without_surrogates(data: Any) -> Any:
-    """``data`` with unpaired surrogates in its strings and keys replaced (in place)."""
-    if isinstance(data, str):
-        return _valid_text(data)
-    stack = [data]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            fixed = {_valid_text(k): v for k, v in node.items()}
-            node.clear()
-            node.update(fixed)
-        elif not isinstance(node, list):
-            continue
-        for key, value in node.items() if isinstance(node, dict) else enumerate(node):
-            if isinstance(value, str):
-                node[key] = _valid_text(value)
-            else:
-                stack.append(value)
-    return data
-
-
-def _valid_text(text: str) -> str:
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,36 +366,40 @@ class _Unit:
         return self.where if own is None else f"{self.where} (id {_shown(own)})"
 
 
-def _units(file: Path, lines: bool, item_keys: tuple[str, ...] = ()) -> list[_Unit | SkippedRecord]:
-    """The records of one file: one per non-blank line when ``lines`` (JSONL); else the JSON
-    value itself when it is an object or a list of one trajectory's items (the first item has
-    one of ``item_keys``), or each item of a list of records."""
+def _units(
+    file: Path, jsonl: bool, item_keys: tuple[str, ...] = ()
+) -> Iterator[_Unit | SkippedRecord]:
+    """The records of one file, one at a time: one per non-blank line when ``jsonl``; else
+    the JSON value itself when it is an object or a list of one trajectory's items (the
+    first item has one of ``item_keys``), or each item of a list of records."""
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return [SkippedRecord(str(file), f"{file}: not readable ({exc})")]
-    if not lines:
-        try:
-            data = loads_json(text)
-        except json.JSONDecodeError as exc:
-            return [SkippedRecord(str(file), f"{file}: not valid JSON ({exc})")]
-        first = data[0] if isinstance(data, list) and data else None
-        if isinstance(data, list) and not (isinstance(first, dict) and first.keys() & item_keys):
-            return [
-                _Unit(file, f"{file}: record {i}", f"{file.name}:{i}", raw)
-                for i, raw in enumerate(data)
-            ]
-        return [_Unit(file, str(file), file.name, data)]
-    units: list[_Unit | SkippedRecord] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where, position = f"{file}:{number}", f"{file.name}:{number}"
-        try:
-            units.append(_Unit(file, where, position, loads_json(line)))
-        except json.JSONDecodeError as exc:
-            units.append(SkippedRecord(position, f"{where}: not valid JSON ({exc.msg})"))
-    return units
+        if jsonl:
+            for number, raw in lines(file):
+                where, position = f"{file}:{number}", f"{file.name}:{number}"
+                if isinstance(raw, Bad):
+                    yield SkippedRecord(position, f"{where}: {raw.reason}")
+                else:
+                    yield _Unit(file, where, position, raw)
+            return
+        trajectory: list[Any] | None = None
+        for index, raw in items(file):
+            if isinstance(raw, Bad):
+                at = str(file) if index is None else f"{file}: record {index}"
+                yield SkippedRecord(
+                    str(file) if index is None else f"{file.name}:{index}", f"{at}: {raw.reason}"
+                )
+            elif index is None:
+                yield _Unit(file, str(file), file.name, raw)
+            elif trajectory is not None or (
+                index == 0 and isinstance(raw, dict) and raw.keys() & item_keys
+            ):
+                trajectory = [*(trajectory or []), raw]  # the whole list is one trajectory
+            else:
+                yield _Unit(file, f"{file}: record {index}", f"{file.name}:{index}", raw)
+        if trajectory is not None:
+            yield _Unit(file, str(file), file.name, trajectory)
+    except OSError as exc:
+        yield SkippedRecord(str(file), f"{file}: not readable ({exc})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,19 +461,15 @@ def _label(raw: dict[str, Any], where: str) -> bool | None:
 
 
 @register_format("agentdojo", ("*.jsonl",))
-def read_agentdojo(file: Path) -> list[AuditRecord | SkippedRecord]:
+def read_agentdojo(file: Path) -> Entries:
     """Records of one AgentDojo-format JSONL file (a metadata line, then one trace a line)."""
-    entries: list[AuditRecord | SkippedRecord] = []
-    for unit in _units(file, lines=True):
+    for unit in _units(file, jsonl=True):
         if isinstance(unit, SkippedRecord):
-            entries.append(unit)
+            yield unit
         elif not isinstance(unit.raw, dict):
-            entries.append(SkippedRecord(unit.position, f"{unit.where}: expected a JSON object"))
+            yield SkippedRecord(unit.position, f"{unit.where}: expected a JSON object")
         elif "messages" in unit.raw or "metadata" not in unit.raw:  # else the file's header
-            entries.append(
-                _read_one(lambda u=unit: _agentdojo_record(u), unit.position, unit.where)
-            )
-    return entries
+            yield _read_one(lambda u=unit: _agentdojo_record(u), unit.position, unit.where)
 
 
 def _agentdojo_record(unit: _Unit) -> AuditRecord:
@@ -812,34 +775,33 @@ _GENERIC = _Shape("generic", ("steps", "turns"), (), "turns", _generic_steps)
 
 
 @register_format("openai", ("*.json", "*.jsonl"))
-def read_openai(file: Path) -> list[AuditRecord | SkippedRecord]:
+def read_openai(file: Path) -> Entries:
     """Records of one OpenAI chat file: JSONL with one trajectory a line, or JSON holding one
     trajectory or a list of them; a trajectory is a message list or ``{"messages": [...]}``."""
     return _read_trajectories(file, _OPENAI)
 
 
 @register_format("openhands", ("*.json", "*.jsonl"))
-def read_openhands(file: Path) -> list[AuditRecord | SkippedRecord]:
+def read_openhands(file: Path) -> Entries:
     """Records of one OpenHands file: JSON holding one event list (or ``{"history": [...]}``)
     or a list of them, or JSONL with one trajectory a line."""
     return _read_trajectories(file, _OPENHANDS)
 
 
 @register_format("generic", ("*.json", "*.jsonl"))
-def read_generic(file: Path) -> list[AuditRecord | SkippedRecord]:
+def read_generic(file: Path) -> Entries:
     """Records of one generic-format file (``{"id", "label", "steps": [...]}``; see
     docs/AUDIT_FORMATS.md): JSONL one a line, or JSON holding one or a list of them."""
     return _read_trajectories(file, _GENERIC)
 
 
-def _read_trajectories(file: Path, shape: _Shape) -> list[AuditRecord | SkippedRecord]:
+def _read_trajectories(file: Path, shape: _Shape) -> Entries:
     """``.json`` files hold one JSON value; any other file is read as JSONL."""
-    return [
-        unit
-        if isinstance(unit, SkippedRecord)
-        else _read_one(lambda u=unit: _trajectory(u, shape), unit.id, unit.where)
-        for unit in _units(file, file.suffix != ".json", shape.item_keys)
-    ]
+    for unit in _units(file, file.suffix != ".json", shape.item_keys):
+        if isinstance(unit, SkippedRecord):
+            yield unit
+        else:
+            yield _read_one(lambda u=unit: _trajectory(u, shape), unit.id, unit.where)
 
 
 def _trajectory(unit: _Unit, shape: _Shape) -> AuditRecord:
@@ -879,12 +841,13 @@ def _trajectory(unit: _Unit, shape: _Shape) -> AuditRecord:
 
 
 @register_format("otel", ("*.json", "*.jsonl"))
-def read_otel(file: Path) -> list[AuditRecord | SkippedRecord]:
+def read_otel(file: Path) -> Entries:
     """Records of one OTLP/JSON file (``ExportTraceServiceRequest``; ``.json`` one request or
     a list of them, anything else JSONL with one request a line, as the Collector's file
-    exporter writes): one record per trace, read by :func:`_otel_trace`."""
+    exporter writes): one record per trace, read by :func:`_otel_trace`. A trace's spans
+    may come from anywhere in the file, so its spans are held until the file is read."""
     traces: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
-    skipped: list[AuditRecord | SkippedRecord] = []
+    skipped: list[SkippedRecord] = []
     for unit in _units(file, file.suffix != ".json", ("resourceSpans",)):
         if isinstance(unit, SkippedRecord):
             skipped.append(unit)
@@ -899,14 +862,10 @@ def read_otel(file: Path) -> list[AuditRecord | SkippedRecord]:
         for request in requests:
             for span, resource in _otel_spans(request):
                 traces.setdefault(str(span.get("traceId", "")), []).append((span, resource))
-    return skipped + [
-        _read_one(
-            lambda t=trace, s=spans: _otel_trace(file, t, s),
-            trace,
-            f"{file}: trace {_shown(trace)}",
-        )
-        for trace, spans in traces.items()
-    ]
+    yield from skipped
+    for trace, spans in traces.items():
+        where = f"{file}: trace {_shown(trace)}"
+        yield _read_one(lambda t=trace, s=spans: _otel_trace(file, t, s), trace, where)
 
 
 def _otel_spans(request: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:

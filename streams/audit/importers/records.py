@@ -11,7 +11,7 @@ The entry point names a :class:`Format` (or a function of one file, read from ``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,8 +53,11 @@ class AuditRecord:
     labels: dict[str, Any] = field(default_factory=dict)
 
 
-Reader = Callable[[Path], list[AuditRecord | SkippedRecord]]
-"""Reads one file: its records, or a :class:`SkippedRecord` per record it could not read."""
+Entries = Iterable[AuditRecord | SkippedRecord]
+Reader = Callable[[Path], Entries]
+"""Reads one file: its records, or a :class:`SkippedRecord` per record it could not read.
+A generator reads a record at a time (the built-ins do), so memory follows the largest
+record, not the file; a list works too."""
 
 
 @dataclass(frozen=True, slots=True)

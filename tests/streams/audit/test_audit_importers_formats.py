@@ -377,7 +377,8 @@ def test_json_list_errors_name_the_record_index(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text("[{")
     (entry,) = read_entries(broken, "openhands")
-    assert isinstance(entry, SkippedRecord) and entry.reason.startswith(f"{broken}: not valid JSON")
+    assert isinstance(entry, SkippedRecord)
+    assert entry.reason.startswith(f"{broken}: record 0: not valid JSON")
 
 
 def test_every_format_is_readable_and_folders_need_its_files(tmp_path: Path) -> None:

@@ -1,0 +1,85 @@
+"""Batch audit memory against input size: ``safactory audit`` on JSONL files of 25, 100 and
+200 MB of OpenAI chat records (default checkers), peak resident memory and wall time of
+each, side by side. Flat memory is the pass: the audit holds one record, not the file.
+
+    python bench/audit_stream_memory.py [--sizes 25,100,200] [--format openai|rjudge]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TOOLS = ("read_file", "send_email", "delete_file", "transfer_money", "search_web", "run_shell")
+
+
+def record(n: int, rng: random.Random) -> dict:
+    """A chat trajectory of about 20 KB: a request, six tool calls with long outputs."""
+    messages = [{"role": "user", "content": f"Please sort out ticket {n} and report back."}]
+    for k in range(6):
+        name = rng.choice(TOOLS)
+        call = {
+            "id": f"c{k}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps({"target": f"item-{n}-{k}"})},
+        }
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        body = " ".join(rng.choice(("log", "row", "entry", "value", "note")) for _ in range(600))
+        messages.append({"role": "tool", "tool_call_id": f"c{k}", "content": body})
+    messages.append({"role": "assistant", "content": "Done."})
+    return {"id": f"r{n}", "label": n % 2, "messages": messages}
+
+
+def write(path: Path, megabytes: int) -> int:
+    """Write records until the file holds ``megabytes``; how many records."""
+    rng = random.Random(7)
+    n = 0
+    with path.open("w") as handle:
+        while handle.tell() < megabytes * 2**20:
+            handle.write(json.dumps(record(n, rng)) + "\n")
+            n += 1
+    return n
+
+
+def audit(path: Path, fmt: str) -> tuple[float, float, int]:
+    """Peak RSS (MiB) and wall seconds of one ``safactory audit`` run, and its output lines."""
+    out = path.with_suffix(".out")
+    started = time.monotonic()
+    command = ["audit", str(path), "--format", fmt, "--out", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "safactory.cli.main", *command],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "TERM": "dumb"},
+    )
+    _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak, not every child's
+    seconds = time.monotonic() - started
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"safactory audit {path} failed ({status})")
+    return usage.ru_maxrss / 1024, seconds, sum(1 for _ in out.open())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="25,100,200")
+    parser.add_argument("--format", default="openai")
+    args = parser.parse_args()
+    print(f"{'input':>8} {'records':>8} {'lines out':>9} {'peak RSS':>9} {'wall':>7}")
+    with tempfile.TemporaryDirectory() as folder:
+        for size in (int(s) for s in args.sizes.split(",")):
+            path = Path(folder) / f"in-{size}.jsonl"
+            records = write(path, size)
+            rss, seconds, lines = audit(path, args.format)
+            print(f"{size:>5} MB {records:>8} {lines:>9} {rss:>6.0f} MiB {seconds:>6.1f}s")
+            path.unlink()
+
+
+if __name__ == "__main__":
+    main()
