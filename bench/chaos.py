@@ -1,4 +1,5 @@
-"""The fault campaign (issue #14) as code: a pipeline under SIGKILLs, then an honest count.
+"""The fault campaign (issues #14, #33) as code: a pipeline under SIGKILLs and stalls, then an
+honest count.
 
 What it runs, all real processes on a broker of its own (or a 3-node cluster, ``--cluster``):
 
@@ -10,7 +11,10 @@ What it runs, all real processes on a broker of its own (or a 3-node cluster, ``
 While steps flow, it SIGKILLs the workers in turn (each restarted after ``--restart-delay``
 seconds, as a supervisor would), and once, midway, the broker (``--broker-kill``; with
 ``--cluster``, the node leading a ``sf.steps`` partition) which comes back after
-``--broker-down`` seconds. A worker that exits on its own is restarted too and reported.
+``--broker-down`` seconds. Between the kills it stalls the workers in turn (``--stalls``):
+SIGSTOP of the whole process group for ``--stall-s`` seconds (20: twice the group session
+timeout), then SIGCONT, so the group expels the member and it must rejoin and go on. A worker
+that exits on its own is restarted too, reported, and fails the campaign.
 Then it drains: waits until every consumer group's lag on the run's topics is 0 and the
 topics and tables stop changing, stops the workers with SIGINT (reporting any that had to be
 killed), reads the topics to their end offsets and the LanceDB tables, and prints and writes
@@ -18,7 +22,8 @@ killed), reads the topics to their end offsets and the LanceDB tables, and print
 trajectories complete, trajectories never scored, distillable trajectories in no skill,
 dead letters by reason, each worker's memory over time.
 
-Target: 0 lost, 0 duplicated, 0 steps outside their trajectory, memory flat after warm-up.
+Target: 0 lost, 0 duplicated, 0 steps outside their trajectory, no worker exiting by itself,
+memory flat after warm-up.
 
     python bench/chaos.py                                  # the full campaign (~6-8 min)
     python bench/chaos.py --steps 3000 --kills 3 --out short.json
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -73,6 +79,8 @@ class Options:
     steps: int
     kills: int
     broker_kill: bool
+    stalls: int
+    stall_s: float
     cluster: bool
     rate: float
     sim_share: float
@@ -205,6 +213,28 @@ class Campaign:
 
         self.pending.append(asyncio.ensure_future(restart()))
 
+    def stall_worker(self, name: str, progress: float) -> None:
+        """SIGSTOP worker ``name``'s process group for ``stall_s`` seconds, then SIGCONT:
+        a frozen process (a swapped-out or throttled machine) whose group session expires
+        meanwhile; it must rejoin and go on, never exit."""
+        worker = self.current(name)
+        try:
+            os.killpg(worker.process.pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            return
+        fault = Fault(self.now(), "sigstop", name, worker.process.pid, round(progress, 3))
+        self.faults.append(fault)
+        print(f"[{fault.at_s:6.1f}s] SIGSTOP {name} (pid {fault.pid}) at {progress:.0%}")
+
+        async def resume() -> None:
+            await asyncio.sleep(self.options.stall_s)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(worker.process.pid, signal.SIGCONT)
+            fault.back_after_s = round(self.now() - fault.at_s, 1)
+            print(f"[{self.now():6.1f}s] SIGCONT {name}")
+
+        self.pending.append(asyncio.ensure_future(resume()))
+
     def supervise(self) -> None:
         """Restart any worker that exited on its own, and record that it did."""
         for name in list(self.incarnation):
@@ -274,20 +304,40 @@ async def steps_leader(settings: Settings) -> int:
 # ---------------------------------------------------------------------- the flow
 
 
-def fault_plan(kills: int, broker_kill: bool, workers: list[str]) -> list[tuple[float, str]]:
-    """(share of the flow, target) for every fault: evenly spread, the broker in the middle,
-    the workers in turn so each is killed (with at least as many kills as workers)."""
-    total = kills + (1 if broker_kill else 0)
-    slots = [(j + 1) / (total + 1) for j in range(total)]
-    plan: list[tuple[float, str]] = []
-    turn = 0
-    for j, at in enumerate(slots):
-        if broker_kill and j == total // 2:
-            plan.append((at, "broker"))
-        else:
-            plan.append((at, workers[turn % len(workers)]))
-            turn += 1
+def fault_plan(
+    kills: int, broker_kill: bool, workers: list[str], stalls: int = 0
+) -> list[tuple[float, str, str]]:
+    """(share of the flow, kind, target) for every fault: evenly spread, the broker in the
+    middle, kills and stalls alternating, the workers in turn for each kind (so each is
+    killed, and stalled, when there are at least as many as workers)."""
+    mixed = _interleave(["kill"] * kills, ["stall"] * stalls)
+    if broker_kill:
+        mixed.insert(len(mixed) // 2, "broker")
+    slots = [(j + 1) / (len(mixed) + 1) for j in range(len(mixed))]
+    turns = {"kill": 0, "stall": 0}
+    plan: list[tuple[float, str, str]] = []
+    for at, kind in zip(slots, mixed, strict=True):
+        if kind == "broker":
+            plan.append((at, "kill", "broker"))
+            continue
+        plan.append((at, kind, workers[turns[kind] % len(workers)]))
+        turns[kind] += 1
     return plan
+
+
+def _interleave(a: list[str], b: list[str]) -> list[str]:
+    """Items of ``a`` and ``b`` spread evenly among each other."""
+    total = len(a) + len(b)
+    out: list[str] = []
+    i = j = 0
+    for k in range(total):
+        if j >= len(b) or (i < len(a) and i * total <= k * len(a)):
+            out.append(a[i])
+            i += 1
+        else:
+            out.append(b[j])
+            j += 1
+    return out
 
 
 async def flow(campaign: Campaign) -> dict[str, Any]:
@@ -300,7 +350,7 @@ async def flow(campaign: Campaign) -> dict[str, Any]:
         group_id=f"{campaign.run}-sim",
         seed=7,
     )
-    plan = fault_plan(o.kills, o.broker_kill, list(campaign.commands()))
+    plan = fault_plan(o.kills, o.broker_kill, list(campaign.commands()), o.stalls)
     agent = SyntheticAgent(
         campaign.settings,
         campaign.run,
@@ -313,9 +363,11 @@ async def flow(campaign: Campaign) -> dict[str, Any]:
     def on_progress(done: float) -> None:
         nonlocal published_tasks
         while plan and done >= plan[0][0]:
-            target = plan.pop(0)[1]
+            _, kind, target = plan.pop(0)
             if target == "broker":
                 campaign.pending.append(asyncio.ensure_future(campaign.kill_broker(done)))
+            elif kind == "stall":
+                campaign.stall_worker(target, done)
             else:
                 campaign.kill_worker(target, done)
         while task_chunks and done >= (10 - len(task_chunks)) / 10:
@@ -563,7 +615,8 @@ async def _campaign(
         await until_joined(campaign, groups=len(campaign.commands()), timeout_s=120.0)
         print(
             f"[{campaign.now():6.1f}s] workers up; {o.steps} steps at {o.rate:g}/s, "
-            f"{o.kills} worker kills{', 1 broker kill' if o.broker_kill else ''}"
+            f"{o.kills} worker kills, {o.stalls} stalls of {o.stall_s:g} s"
+            f"{', 1 broker kill' if o.broker_kill else ''}"
         )
         flow_started = campaign.now()
         result["flow"] = await flow(campaign)
@@ -606,7 +659,12 @@ def verdict(result: dict[str, Any]) -> dict[str, Any]:
         "drained": result["drain"]["drained"],
         "rss_slope_mb_per_min": slopes,
         "lag_after_stop": sum(result["drain"]["lag_after_stop"]["total"].values()),
-        "passed": lost == 0 and duplicated == 0 and orphans == 0 and result["drain"]["drained"],
+        "unexpected_exits": len(result["unexpected_exits"]),
+        "passed": lost == 0
+        and duplicated == 0
+        and orphans == 0
+        and result["drain"]["drained"]
+        and not result["unexpected_exits"],
     }
 
 
@@ -683,7 +741,8 @@ def report(result: dict[str, Any]) -> str:
     v = result["verdict"]
     lines.append(
         f"\nverdict: lost {v['lost']}, duplicated {v['duplicated']}, steps in no "
-        f"trajectory {v['steps_in_no_trajectory']}, drained {v['drained']} → "
+        f"trajectory {v['steps_in_no_trajectory']}, drained {v['drained']}, workers that "
+        f"exited by themselves {v['unexpected_exits']} → "
         f"{'PASS' if v['passed'] else 'FAIL'}"
     )
     return "\n".join(lines)
@@ -702,6 +761,13 @@ def parse_args(argv: list[str] | None = None) -> Options:
         default=True,
         help="also SIGKILL the broker (with --cluster: a partition leader) midway",
     )
+    p.add_argument(
+        "--stalls",
+        type=int,
+        default=6,
+        help="worker SIGSTOPs (each continued after --stall-s), spread over workers",
+    )
+    p.add_argument("--stall-s", type=float, default=20.0, help="s a stalled worker stays stopped")
     p.add_argument(
         "--cluster", action="store_true", help="3 KRaft nodes, replication 3, min.insync.replicas 2"
     )
@@ -746,8 +812,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
     a = p.parse_args(argv)
     if a.steps < 100:
         p.error(f"--steps {a.steps}: at least 100, so every fault falls mid-flow")
-    if a.kills < 0:
-        p.error(f"--kills {a.kills}: 0 or more")
+    if a.kills < 0 or a.stalls < 0:
+        p.error(f"--kills {a.kills} --stalls {a.stalls}: 0 or more")
     if not 0 <= a.sim_share < 1:
         p.error(f"--sim-share {a.sim_share}: a share in [0, 1), e.g. 0.1")
     workdir = (a.workdir or Path(tempfile.mkdtemp(prefix="sf-chaos-"))).resolve()
@@ -758,6 +824,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
         steps=a.steps,
         kills=a.kills,
         broker_kill=a.broker_kill,
+        stalls=a.stalls,
+        stall_s=a.stall_s,
         cluster=a.cluster,
         rate=a.rate,
         sim_share=a.sim_share,

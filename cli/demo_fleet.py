@@ -9,6 +9,7 @@ work in hand, commits and exits), then SIGKILL to any that outlive the grace per
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -17,6 +18,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b.*")
+"""A Python exception line (``aiokafka.errors.CommitFailedError: ...``)."""
 
 
 class DemoError(RuntimeError):
@@ -40,11 +44,23 @@ class Worker:
 
     def tail(self, lines: int = 15) -> str:
         """The last lines of the worker's log."""
+        return "\n".join(self._lines()[-lines:])
+
+    def why(self) -> str:
+        """The line that says why the worker ended: its last exception line, else its last
+        error line, else its last line."""
+        lines = [line.strip() for line in self._lines() if line.strip()]
+        for pattern in (_RAISED, re.compile(r".*\b(?:ERROR|CRITICAL|error:)")):
+            found = [line for line in lines if pattern.match(line)]
+            if found:
+                return found[-1]
+        return lines[-1] if lines else "(its log is empty)"
+
+    def _lines(self) -> list[str]:
         try:
-            text = self.log.read_text(errors="replace")
+            return self.log.read_text(errors="replace").splitlines()
         except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+            return []
 
 
 class Fleet:
@@ -84,8 +100,8 @@ class Fleet:
             code = worker.process.poll()
             if code is not None:
                 raise DemoError(
-                    f"worker {worker.name!r} exited with code {code}; read {worker.log}\n"
-                    f"  command: {worker.command}\n{worker.tail()}"
+                    f"worker {worker.name!r} exited with code {code}: {worker.why()}\n"
+                    f"  command: {worker.command}\n  log: {worker.log}\n{worker.tail()}"
                 )
 
     def stop(self, names: list[str] | None = None, grace_s: float = 30.0) -> list[str]:

@@ -1,5 +1,6 @@
-"""The fault campaign, short: real workers SIGKILLed mid-flow and a broker killed, then every
-record counted against the topics' end offsets (bench/chaos.py does the work).
+"""The fault campaign, short: real workers SIGKILLed and SIGSTOPped mid-flow and a broker
+killed, then every record counted against the topics' end offsets (bench/chaos.py does the
+work).
 
 It runs on a broker of its own (other ports, its own data), so it neither needs nor
 disturbs the shared one. About 3 minutes on 2 cores; the full campaign's figures are in
@@ -36,6 +37,10 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "3000",
         "--kills",
         "6",
+        "--stalls",
+        "6",
+        "--stall-s",
+        "20",
         "--broker-kill",
         "--rate",
         "100",
@@ -68,6 +73,15 @@ def test_every_worker_and_the_broker_were_killed_mid_flow(campaign: dict) -> Non
     assert {f["target"] for f in campaign["faults"] if f["kind"] == "sigkill"} == WORKERS
     assert all(0 < f["progress"] < 1 for f in campaign["faults"])
     assert campaign["steps"]["distinct"] >= 2500
+
+
+def test_every_worker_rode_out_a_stall_past_its_session(campaign: dict) -> None:
+    """SIGSTOP for 20 s (twice the group session timeout), then SIGCONT: each worker was
+    expelled from its group meanwhile, and none exited by itself afterwards."""
+    stalls = [f for f in campaign["faults"] if f["kind"] == "sigstop"]
+    assert {f["target"] for f in stalls} == WORKERS, campaign["faults"]
+    assert all(f["back_after_s"] is not None for f in stalls)
+    assert campaign["unexpected_exits"] == [], campaign["unexpected_exits"]
 
 
 def test_the_pipeline_drained_and_stopped_with_every_offset_committed(campaign: dict) -> None:
