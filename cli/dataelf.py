@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ..sinks.dataelf.limits import Limits
 from .data import DbOption, lance_location
 from .errors import fail as _fail
 
@@ -58,6 +59,15 @@ def ask(
             "runs in one: no network, database read-only); raw rows are never printed",
         ),
     ] = False,
+    memory_limit: Annotated[
+        int, typer.Option(min=64, help="MiB of memory the sandboxed job may use")
+    ] = Limits.memory_mb,
+    cpu_limit: Annotated[
+        int, typer.Option(min=1, help="CPU seconds the sandboxed job may use")
+    ] = Limits.cpu_s,
+    output_limit: Annotated[
+        int, typer.Option(min=1, help="MiB the largest file the job writes may hold")
+    ] = Limits.output_mb,
 ) -> None:
     """Plan INTENT (or read --plan), print the plan in words and as JSON, then run it on
     confirmation (--yes to skip). The run folder holds the plan with its results, so
@@ -92,7 +102,8 @@ def ask(
     try:
         if private or not location(where).remote:
             mask = mask_text if private else None
-            shown, manifest = run_sandboxed(plan, where, out, job=JOB, mask=mask)
+            limits = Limits(memory_limit, cpu_limit, output_limit)
+            shown, manifest = run_sandboxed(plan, where, out, job=JOB, mask=mask, limits=limits)
         else:  # the sandbox has no network to reach an object store
             table, manifest = run_plan(plan, where, out, services())
             shown = preview(table)

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ...schemas import Severity, Step, Trajectory, Verdict
 from ..export import chat_record, episode_spans, otlp_request, stored_verdicts
@@ -65,6 +65,27 @@ PickDiverse = Callable[[np.ndarray, int, np.ndarray | None], list[int]]
 
 
 Column = Annotated[str, Field(json_schema_extra={"x-kind": "column"})]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+"""A float that is a number (NaN and infinities are refused, naming the field)."""
+Instant = Annotated[float, Field(allow_inf_nan=False, ge=0.0, le=1e11)]
+"""A Unix time in seconds (up to the year 5138)."""
+Count = Annotated[int, Field(ge=1, le=1_000_000)]
+PLAN_FILE = "plan.json"
+MANIFEST_FILE = "manifest.json"
+"""What the host writes into a run's folder beside the plan's own outputs."""
+
+
+def _output_name(name: str) -> str:
+    if name.startswith(".") or name in (PLAN_FILE, MANIFEST_FILE):
+        raise ValueError(
+            f"{name!r} is not a name the run may write: no name starting with '.', and "
+            f"not {PLAN_FILE} or {MANIFEST_FILE} (the host writes those)"
+        )
+    return name
+
+
+OutputName = Annotated[str, Field(pattern=r"^[\w.-]{1,80}$"), AfterValidator(_output_name)]
+"""A file the run writes into its folder."""
 """A column's name (the planner's grammar narrows it to the columns that exist)."""
 Checker = Annotated[str, Field(json_schema_extra={"x-kind": "checker"})]
 """A checker's registered name."""
@@ -180,9 +201,9 @@ class Select(Operator):
     min_severity: Severity | None = None
     policy_version: int | None = Field(default=None, ge=0)
     min_policy_version: int | None = Field(default=None, ge=0)
-    since: float | None = None
-    until: float | None = None
-    within_days: float | None = Field(default=None, gt=0)
+    since: Instant | None = None
+    until: Instant | None = None
+    within_days: Finite | None = Field(default=None, gt=0, le=36_500)
     """The last this many days: turned into ``since`` when the plan runs (:meth:`pinned`),
     so the saved plan reruns on the same rows."""
     columns: list[Column] | None = None
@@ -236,8 +257,8 @@ class Where(Operator):
     op: Literal["where"] = "where"
     column: Column
     equals: str | int | float | bool | None = None
-    min: float | None = None
-    max: float | None = None
+    min: Finite | None = None
+    max: Finite | None = None
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
         assert table is not None
@@ -325,7 +346,7 @@ class Top(Operator):
     NAME: ClassVar[str] = "top"
     op: Literal["top"] = "top"
     column: Column
-    k: int = Field(ge=1)
+    k: Count
     lowest: bool = False
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
@@ -344,8 +365,8 @@ class Sample(Operator):
 
     NAME: ClassVar[str] = "sample"
     op: Literal["sample"] = "sample"
-    k: int = Field(ge=1)
-    seed: int = 0
+    k: Count
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
         assert table is not None
@@ -413,7 +434,7 @@ class Dedupe(Operator):
     NAME: ClassVar[str] = "dedupe"
     op: Literal["dedupe"] = "dedupe"
     columns: list[Column] = Field(min_length=1)
-    near: float | None = Field(default=None, gt=0.0, le=1.0)
+    near: Finite | None = Field(default=None, gt=0.0, le=1.0)
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
         assert table is not None
@@ -511,7 +532,7 @@ class Export(Operator):
     NAME: ClassVar[str] = "export"
     op: Literal["export"] = "export"
     format: Literal["chat_jsonl", "otel", "parquet", "csv"]
-    name: str = Field(pattern=r"^[\w.-]{1,80}$")
+    name: OutputName
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
         assert table is not None
@@ -550,14 +571,15 @@ class Export(Operator):
 @register
 class Plot(Operator):
     """A bar chart of ``y`` (default ``count``) per ``x``, one bar colour per ``series``
-    value, as a PNG named ``name``."""
+    value, as a PNG named ``name``; in a private run its labels and title are masked before
+    they are drawn."""
 
     NAME: ClassVar[str] = "plot"
     op: Literal["plot"] = "plot"
     x: Column
     y: Column = "count"
     series: Column | None = None
-    name: str = Field(pattern=r"^[\w.-]{1,80}\.png$")
+    name: Annotated[OutputName, Field(pattern=r"^[\w.-]{1,76}\.png$")]
     title: str = ""
 
     def apply(self, table: pa.Table | None, ctx: RunContext) -> pa.Table:
@@ -567,10 +589,11 @@ class Plot(Operator):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        xs = [str(v) for v in column_of(table, self.x, "plot").to_pylist()]
+        shown = ctx.mask or str  # a private chart draws masked labels only
+        xs = [shown(str(v)) for v in column_of(table, self.x, "plot").to_pylist()]
         ys = [float(v) for v in column_of(table, self.y, "plot").to_pylist()]
         groups = (
-            [str(v) for v in column_of(table, self.series, "plot").to_pylist()]
+            [shown(str(v)) for v in column_of(table, self.series, "plot").to_pylist()]
             if self.series
             else [""] * len(xs)
         )
@@ -589,7 +612,7 @@ class Plot(Operator):
         axes.set_xticks([i + width * (len(kinds) - 1) / 2 for i in range(len(labels))], labels)
         axes.set_xlabel(self.x)
         axes.set_ylabel(self.y)
-        axes.set_title(self.title or f"{self.y} per {self.x}")
+        axes.set_title(shown(self.title) if self.title else f"{self.y} per {self.x}")
         if self.series and xs:  # no rows, no bars to name
             axes.legend(title=self.series, fontsize="small")
         figure.tight_layout()

@@ -13,10 +13,16 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
 
 from ..location import Db
-from .operators import Operator, PlanError, RunContext, Services, available
+from .operators import (
+    MANIFEST_FILE,
+    PLAN_FILE,
+    Operator,
+    PlanError,
+    RunContext,
+    Services,
+    available,
+)
 
-PLAN_FILE = "plan.json"
-MANIFEST_FILE = "manifest.json"
 PREVIEW_ROWS = 20
 
 
@@ -50,12 +56,18 @@ class Plan(BaseModel):
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"])
                 raise ValueError(f"steps[{i}] ({name}).{where}: {first['msg']}") from None
+        named: set[str] = set()
         for i, step in enumerate(out):
             if (i == 0) == step.needs_input:
                 raise ValueError(
                     f"steps[{i}] ({step.NAME}): "
                     + ("a plan starts with select" if i == 0 else "select only starts a plan")
                 )
+            name = getattr(step, "name", None)
+            if isinstance(name, str):
+                if name in named:
+                    raise ValueError(f"steps[{i}] ({step.NAME}).name: {name!r} is written twice")
+                named.add(name)
         return out
 
     def pinned(self, now: float) -> Plan:
@@ -81,7 +93,10 @@ def load_plan(path: Path) -> Plan:
         return Plan.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise PlanError(f"{path}: {first['msg'].removeprefix('Value error, ')}") from None
+        where = ".".join(str(p) for p in first["loc"])
+        said = first["msg"].removeprefix("Value error, ")
+        named = said if said.startswith("steps") else f"{where}: {said}"
+        raise PlanError(f"{path}: {named}") from None
 
 
 def run_plan(

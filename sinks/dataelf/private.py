@@ -12,29 +12,44 @@ from it:
 - the plan must end in an aggregate, a plot or an export (:func:`refusal`): a plan whose
   result is raw rows is refused before anything runs;
 - exports are masked by the auditor's secret and personal-data rules (inside the job, and
-  again by the host), as are aggregate keys and whatever the job prints, which it prints
-  only when the plan aggregated.
+  again by the host), as are aggregate keys, chart labels and whatever the job prints, which
+  it prints only when the plan aggregated.
+
+A job cannot hurt the host: its memory (``RLIMIT_DATA``: the heap and every private
+mapping, not the libraries' code), CPU time and the size of any file it writes are limited
+(:class:`Limits`; past one the job ends with one line naming the limit and the flag that
+raises it), and the host releases only regular files the plan names: a symlink, a hard
+link, a device or a folder in the run folder discards the run, checked without following
+anything.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import resource
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from ..location import Db, location
+from .limits import DEFAULT_LIMITS, LIMITS_ENV, Limits
 from .masking import mask_file
 from .operators import Export, Mask, PlanError, Plot, Services
 from .plan import MANIFEST_FILE, PLAN_FILE, Plan
 
 RESULT_STEPS = frozenset({"aggregate", "plot", "export"})
 """What a private plan may end with."""
+
+
 JOB_TIMEOUT_S = 600.0
 JOB_PLAN = "/sf-plan.json"
 """Where the job finds its plan."""
@@ -54,12 +69,19 @@ def refusal(plan: Plan) -> str | None:
 
 
 def run_sandboxed(
-    plan: Plan, db: Db, out: Path, *, job: list[str], mask: Mask | None = None
+    plan: Plan,
+    db: Db,
+    out: Path,
+    *,
+    job: list[str],
+    mask: Mask | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[str, dict[str, str]]:
     """Run ``plan`` on ``db`` in the sandbox into ``out`` (new or empty): ``job`` is the
     command that runs :func:`job` there (the caller wires its services, as this host wires
     ``mask``). With ``mask`` the run is private. Returns what the job printed (masked when
     private) and the manifest. :class:`PlanError` when refused or failed."""
+    out = out.resolve()  # the job runs elsewhere: a relative folder means the caller's
     plan = plan.pinned(time.time())
     reason = refusal(plan) if mask is not None else None
     if reason is not None:
@@ -79,21 +101,30 @@ def run_sandboxed(
         plan_path.write_text(plan.model_dump_json())
         random_bytes = Path(staging) / "urandom"
         random_bytes.write_bytes(os.urandom(1 << 16))
-        sandbox = _sandbox(plan_path, random_bytes, folder, out.resolve())
-        done = subprocess.run(
-            [*sandbox, *job, JOB_PLAN, str(folder), str(out), mode],
-            capture_output=True,
-            text=True,
-            timeout=JOB_TIMEOUT_S,
-        )
+        sandbox = _sandbox(plan_path, random_bytes, folder, out, limits)
+        wall = max(JOB_TIMEOUT_S, 2.0 * limits.cpu_s)
+        try:
+            done = subprocess.run(
+                [*sandbox, *job, JOB_PLAN, str(folder), str(out), mode],
+                capture_output=True,
+                text=True,
+                timeout=wall,
+            )
+        except subprocess.TimeoutExpired:
+            _discard(out)
+            raise PlanError(
+                f"the {mode} job ran past {wall:g} s of wall time; raise --cpu-limit"
+            ) from None
     if done.returncode != 0:
         _discard(out)
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        raise PlanError(f"the {mode} job failed: {lines[-1] if lines else done.returncode}")
+        limit = limits.why(done.returncode, done.stderr[-2000:])
+        said = limit or (lines[-1] if lines else f"exit status {done.returncode}")
+        raise PlanError(f"the {mode} job failed: {said}")
     return _released(plan, out, done.stdout, mask)
 
 
-def _sandbox(plan_path: Path, random_bytes: Path, db: Path, out: Path) -> list[str]:
+def _sandbox(plan_path: Path, random_bytes: Path, db: Path, out: Path, limits: Limits) -> list[str]:
     """bubblewrap's part of the job's command line (this interpreter's files readable)."""
     readable = {Path(sys.prefix), Path(sys.base_prefix), _PROJECT, db}
     readable |= {Path(p) for p in sys.path if p and Path(p).is_dir()}
@@ -113,6 +144,7 @@ def _sandbox(plan_path: Path, random_bytes: Path, db: Path, out: Path) -> list[s
     argv += ["--dir", "/dev", "--ro-bind", str(random_bytes), "/dev/urandom"]
     argv += ["--clearenv", "--setenv", "HOME", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp"]
     argv += ["--setenv", "HF_HUB_OFFLINE", "1"]  # models come from installed packages only
+    argv += ["--setenv", LIMITS_ENV, json.dumps(asdict(limits))]
     imports = [str(Path(p).resolve()) for p in sys.path if p and Path(p).is_dir()]
     argv += ["--setenv", "PYTHONPATH", ":".join(imports)]  # operators of installed plugins
     return [*argv, "--chdir", "/tmp", "--"]
@@ -121,6 +153,12 @@ def _sandbox(plan_path: Path, random_bytes: Path, db: Path, out: Path) -> list[s
 def _released(plan: Plan, out: Path, printed: str, mask: Mask | None) -> tuple[str, dict[str, str]]:
     """Check (and, private, mask) what the job left; the manifest, written by the host."""
     named = {s.name: s for s in plan.steps if isinstance(s, Export | Plot)}
+    for path in out.iterdir():  # lstat: nothing the job left is followed
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            what = "a symlink" if stat.S_ISLNK(info.st_mode) else "not a plain file"
+            _discard(out)
+            raise PlanError(f"the job left {path.name}, {what}; the run is discarded")
     found = {p.name for p in out.iterdir()}
     extra = sorted(found - set(named) - {PLAN_FILE, MANIFEST_FILE})
     if extra:
@@ -157,10 +195,31 @@ def job(argv: list[str], services: Services) -> None:
     print its result rows, in a private run only if it aggregated."""
     from .plan import load_plan, preview, run_plan
 
+    _limit(Limits(**json.loads(os.environ.get(LIMITS_ENV, "{}"))))
     plan = load_plan(Path(argv[0]))
     private = argv[3] == "private"
     if private and services.mask is None:
         raise PlanError("the private job needs a masker")
-    table, _ = run_plan(plan, Path(argv[1]), Path(argv[2]), services)
+    try:
+        table, _ = run_plan(plan, Path(argv[1]), Path(argv[2]), services)
+    except MemoryError:
+        raise SystemExit("the job reached its memory limit") from None
+    except OSError as exc:
+        if exc.errno != errno.EFBIG:
+            raise
+        raise SystemExit("the job reached its output limit") from None
     if not private or any(step.NAME == "aggregate" for step in plan.steps):
         print(preview(table))
+
+
+def _limit(limits: Limits) -> None:
+    """Hold this process (the job) to ``limits`` (a plugin cannot raise the hard ones): past
+    its CPU seconds it is told (SIGXCPU) and ends saying so, five seconds later killed."""
+    resource.setrlimit(resource.RLIMIT_DATA, (limits.memory_mb << 20,) * 2)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.output_mb << 20,) * 2)
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
+
+    def out_of_time(signum: int, frame: object) -> None:
+        raise SystemExit("the job reached its CPU time limit")
+
+    signal.signal(signal.SIGXCPU, out_of_time)
