@@ -10,9 +10,10 @@ from typing import Annotated
 
 import typer
 
+from ..infra.http import MAX_BODY, redacted
 from .errors import fail as _fail
 from .errors import get_settings
-from .serve import check_exposure, listen_socket
+from .serve import AllowHostOption, MaxBodyOption, check_exposure, listen_socket
 
 
 def gateway(
@@ -64,6 +65,8 @@ def gateway(
         float, typer.Option(min=1.0, help="an episode with no call for this long ends")
     ] = 600.0,
     log_level: Annotated[str, typer.Option(envvar="SF_LOG_LEVEL")] = "warning",
+    allow_host: AllowHostOption = None,
+    max_body: MaxBodyOption = MAX_BODY,
 ) -> None:
     """Serve http://HOST:PORT/v1/chat/completions in front of UPSTREAM: every call becomes
     steps on the log, each tool call is audited (fast tier) before the client sees it, and
@@ -91,8 +94,13 @@ def gateway(
         idle_s=idle_s,
     )
     shown = f"[{host}]" if ":" in host else host
-    typer.echo(f"gateway on http://{shown}:{sock.getsockname()[1]}/v1 -> {service.upstream}")
+    typer.echo(
+        f"gateway on http://{shown}:{sock.getsockname()[1]}/v1 -> {redacted(service.upstream)}"
+    )
     config = uvicorn.Config(
-        service.app(token), log_level="warning", access_log=False, timeout_graceful_shutdown=5
+        service.app(token, bound=host, allow_hosts=tuple(allow_host or ()), max_body=max_body),
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
     )
     uvicorn.Server(config).run(sockets=[sock])

@@ -13,7 +13,8 @@ from typing import Annotated
 
 import typer
 
-from .serve import check_exposure, listen_socket
+from ..infra.http import MAX_BODY
+from .serve import AllowHostOption, MaxBodyOption, check_exposure, listen_socket
 
 
 def model_server(
@@ -40,6 +41,16 @@ def model_server(
     temperature: Annotated[float, typer.Option(min=0.01, help="sampling temperature")] = 1.0,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="tokens per reply at most")] = 32,
     device: Annotated[str, typer.Option(help="torch device: cpu | cuda")] = "cpu",
+    version: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="serve a plain Hugging Face folder (model.safetensors, no revision.json) "
+            "as this policy version",
+        ),
+    ] = None,
+    allow_host: AllowHostOption = None,
+    max_body: MaxBodyOption = MAX_BODY,
 ) -> None:
     """Serve SOURCE at http://HOST:PORT/v1 (chat completions, models with the served
     revision, reload by POST /collective_rpc). Prints its address once it listens."""
@@ -52,10 +63,18 @@ def model_server(
     sock = listen_socket(host, port)
     shown = f"[{host}]" if ":" in host else host
     server = ModelServer(
-        source, name=name, temperature=temperature, max_new_tokens=max_new_tokens, device=device
+        source,
+        name=name,
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        device=device,
+        version=version,
     )
     typer.echo(f"model server on http://{shown}:{sock.getsockname()[1]}/v1 (source {source})")
     config = uvicorn.Config(
-        server.app(token), log_level="warning", access_log=False, timeout_graceful_shutdown=2
+        server.app(token, bound=host, allow_hosts=tuple(allow_host or ()), max_body=max_body),
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=2,
     )
     uvicorn.Server(config).run(sockets=[sock])

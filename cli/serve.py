@@ -1,7 +1,9 @@
 """``safactory serve``: the live safety view as a web page (FastAPI, server-sent events).
 
 Bound to 127.0.0.1 by default. Any other address needs a token (``--token`` or
-``SF_SERVE_TOKEN``, at least 16 characters), and then every request must carry it.
+``SF_SERVE_TOKEN``, at least 16 characters), and then every request must carry it. Every
+request passes :class:`~safactory.infra.http.HttpGuard` (Host allow-list, no state change
+from another origin, bounded bodies). The gateway and the model server share these helpers.
 """
 
 from __future__ import annotations
@@ -19,6 +21,17 @@ from .errors import fail as _fail
 
 MIN_TOKEN_CHARS = 16
 LOOPBACK_NAMES = ("localhost",)
+AllowHostOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-host",
+        help="a further name the Host header may carry (the guard against DNS rebinding "
+        "admits loopback and the bound address; repeat for more)",
+    ),
+]
+MaxBodyOption = Annotated[
+    int, typer.Option(min=1024, help="largest request body in bytes (larger: 413)")
+]
 
 
 def is_loopback(host: str) -> bool:
@@ -83,6 +96,7 @@ def serve(
     window: Annotated[
         float, typer.Option(min=1, help="seconds of the sliding window for rates and latency")
     ] = 60.0,
+    allow_host: AllowHostOption = None,
 ) -> None:
     """Live safety view as a web page: alerts, rates, latency, lag and policy versions
     streamed by server-sent events (/events), an episode view with each step's verdicts from
@@ -109,7 +123,13 @@ def serve(
         err=False,
     )
     app = create_app(
-        settings, db=where, token=token, from_beginning=from_beginning, window_s=window
+        settings,
+        db=where,
+        token=token,
+        from_beginning=from_beginning,
+        window_s=window,
+        bound=host,
+        allow_hosts=tuple(allow_host or ()),
     )
     config = uvicorn.Config(
         app,

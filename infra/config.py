@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -56,7 +56,11 @@ class Settings(BaseSettings):
     broker_name: str = Field(
         default="broker", description="folder under `home` holding the local broker's data"
     )
-    topic_prefix: str = Field(default="sf.", description="prefix of every catalogue topic name")
+    topic_prefix: str = Field(
+        default="sf.",
+        description="prefix of every catalogue topic name (a '.' is added when it ends "
+        "in none of . _ -)",
+    )
     default_partitions: int = 3
     client_id: str = "safactory"
     group_session_timeout_ms: int = Field(
@@ -94,6 +98,12 @@ class Settings(BaseSettings):
         'or SF_LANCE_STORAGE=\'{"aws_endpoint": "http://minio:9000", "allow_http": true}\'); '
         "the AWS_* variables (AWS_ENDPOINT, AWS_ACCESS_KEY_ID, ...) apply too",
     )
+
+    @field_validator("topic_prefix")
+    @classmethod
+    def _separated(cls, prefix: str) -> str:
+        """``gwtest`` becomes ``gwtest.`` (its topics ``gwtest.steps``, not ``gwteststeps``)."""
+        return prefix if not prefix or prefix[-1] in "._-" else f"{prefix}."
 
     @classmethod
     def settings_customise_sources(

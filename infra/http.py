@@ -1,37 +1,250 @@
-"""What our OpenAI-compatible HTTP servers share: the error body and the bearer check."""
+"""What our HTTP servers share (the gateway, the model server, ``serve``): the error body,
+the JSON body reader, and the guard every request passes before a route runs.
+
+Every surface is safe to leave running (DESIGN.md, "The unified inference entry"):
+
+* **Host allow-list.** Without a token, a request's ``Host`` must name the address served on
+  or loopback (``--allow-host`` adds names): a page on another site whose name an attacker
+  points at 127.0.0.1 (DNS rebinding) is refused.
+* **No state change from another origin.** ``POST``/``PUT``/``PATCH``/``DELETE`` need a
+  JSON content type (a form or ``text/plain`` post from a foreign page is refused) and, when
+  the browser says where it comes from (``Origin``), that origin must be this server.
+* **A token, where one is set**, on every request (``Authorization: Bearer`` or
+  ``?token=``); with it, host and origin are not asked (a rebinding page cannot hold it).
+* **Bounded bodies.** A body over ``max_body`` bytes is refused (413) before any route reads
+  it, whether its length is declared or streamed.
+* **Bodies that are JSON**: invalid UTF-8, nesting too deep to read, and numbers that are
+  not finite get a 400 in the API's own error form, never a plain-text 500.
+
+Errors are written by the surface's ``error`` function, in the form its clients read (an
+OpenAI error body, an Anthropic one, the web page's).
+"""
 
 from __future__ import annotations
 
+import hmac
 import json
+import math
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from fastapi import FastAPI, Request
+from fastapi import Request
 from fastapi.responses import JSONResponse
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+MAX_BODY = 8 << 20
+"""Default largest request body (8 MiB): a long chat with tool outputs fits, a flood not."""
+STATE_CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+MAX_DEPTH = 64
+"""Deepest JSON nesting a body may have (a chat is a handful of levels)."""
+
+ErrorBody = Callable[[int, str], Response]
 
 
 def openai_error(status: int, message: str) -> JSONResponse:
     """An OpenAI-style error body."""
-    return JSONResponse({"error": {"message": message, "code": status}}, status_code=status)
+    return JSONResponse(
+        {"error": {"message": message, "type": _KINDS.get(status, "api_error"), "code": status}},
+        status_code=status,
+    )
 
 
-async def json_object(request: Request) -> dict[str, Any] | JSONResponse:
+_KINDS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    415: "invalid_request_error",
+    421: "invalid_request_error",
+}
+
+
+def plain_error(status: int, message: str) -> JSONResponse:
+    """The web page's error body."""
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def redacted(url: str) -> str:
+    """``url`` without the password of its user part (``http://u:***@host/v1``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def _refuse_constant(value: str) -> Any:
+    raise ValueError(f"{value} is not a number JSON allows")
+
+
+def loads(raw: bytes) -> Any:
+    """A JSON body, strictly: UTF-8, finite numbers, at most :data:`MAX_DEPTH` deep
+    (``ValueError`` naming what is wrong)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"body is not UTF-8 (byte {exc.start})") from None
+    if _deeper_than(text, MAX_DEPTH):
+        raise ValueError(f"body nests deeper than {MAX_DEPTH} levels")
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"body is not JSON ({exc.msg} at {exc.pos})") from None
+    if _has_non_finite(value):
+        raise ValueError("body holds a number too large to be finite")
+    return value
+
+
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _deeper_than(text: str, limit: int) -> bool:
+    depth = 0
+    for token in _BRACKETS.finditer(text):
+        mark = token.group()
+        if mark in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif mark in "]}":
+            depth -= 1
+    return False
+
+
+def _has_non_finite(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+async def json_object(
+    request: Request, error: ErrorBody = openai_error
+) -> dict[str, Any] | Response:
     """The request's JSON object body, or the 400 answer saying why it is not one."""
     try:
-        body = await request.json()
-    except json.JSONDecodeError as exc:
-        return openai_error(400, f"body is not JSON ({exc})")
+        body = loads(await request.body())
+    except ValueError as exc:
+        return error(400, str(exc))
     if not isinstance(body, dict):
-        return openai_error(400, "body must be a JSON object")
+        return error(400, "body must be a JSON object")
     return body
 
 
-def require_bearer(app: FastAPI, token: str | None) -> None:
-    """With ``token``, every request to ``app`` must carry ``Authorization: Bearer <token>``."""
-    if not token:
-        return
+class HttpGuard:
+    """ASGI middleware: the checks of the module docstring, before any route runs."""
 
-    @app.middleware("http")
-    async def _auth(request: Request, call_next: Any) -> Any:
-        if request.headers.get("authorization") != f"Bearer {token}":
-            return openai_error(401, "missing or wrong bearer token")
-        return await call_next(request)
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        bound: str,
+        token: str | None = None,
+        allow_hosts: Iterable[str] = (),
+        max_body: int = MAX_BODY,
+        error: ErrorBody = openai_error,
+    ) -> None:
+        self.app = app
+        self.token = token.encode() if token else None
+        self.hosts = LOOPBACK | {bound.strip("[]")} | {h.lower() for h in allow_hosts}
+        self.max_body = max_body
+        self.error = error
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        refused = self._refusal(scope, headers)
+        if refused is None:
+            body, refused = await self._body(headers, receive)
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()  # a disconnect, while streaming the answer
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> Response | None:
+        if self.token is not None:
+            if not self._carries_token(scope, headers):
+                return self.error(
+                    401,
+                    "this server needs its token: send 'Authorization: Bearer <token>' or "
+                    "add ?token=<token> to the URL",
+                )
+            return None  # a holder of the token may come from anywhere
+        host = _host_name(headers.get("host", ""))
+        if host not in self.hosts:
+            return self.error(
+                421,
+                f"host {host!r} is not served here (a guard against DNS rebinding); "
+                "serve it with --allow-host or a token",
+            )
+        if scope["method"] in STATE_CHANGES:
+            kind = headers.get("content-type", "").split(";")[0].strip().lower()
+            if kind != "application/json":
+                why = "a request that changes state needs Content-Type: application/json"
+                return self.error(415, why)
+            origin = headers.get("origin")
+            if origin is not None and _host_name(urlsplit(origin).netloc) not in self.hosts:
+                return self.error(403, f"a state change from another origin ({origin}) is refused")
+        return None
+
+    def _carries_token(self, scope: Scope, headers: dict[str, str]) -> bool:
+        assert self.token is not None
+        given = headers.get("authorization", "")
+        if given.startswith("Bearer "):
+            return hmac.compare_digest(given[7:].strip().encode(), self.token)
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        return any(hmac.compare_digest(v.encode(), self.token) for v in query.get("token", ()))
+
+    async def _body(
+        self, headers: dict[str, str], receive: Receive
+    ) -> tuple[bytes, Response | None]:
+        """The whole body, read before any route sees it (None: within the limit)."""
+        too_large = self.error(413, f"request body over {self.max_body:,} bytes")
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
+            return b"", too_large
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return b"", too_large
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks), None
+
+
+def _host_name(host: str) -> str:
+    """The host of a ``Host`` header or netloc, lower-case, without port or brackets."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host

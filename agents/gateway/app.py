@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -38,7 +39,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ...infra import metrics
 from ...infra.config import Settings
-from ...infra.http import json_object, openai_error, require_bearer
+from ...infra.http import MAX_BODY, HttpGuard, json_object, loads, openai_error, redacted
 from ...infra.producer import EventProducer
 from ...schemas import (
     Control,
@@ -239,7 +240,9 @@ class Gateway:
             events.append(self._started(conversation, body, messages, version))
         events += [*steps, *published]
         await self._publish(events)
-        conversation.steps.extend(steps)
+        self.conversations.published(conversation, steps)
+        for gone in self.conversations.let_go():  # memory stays bounded: the oldest end
+            await self._ended(gone, Outcome.ABANDONED)
         if conversation.policy_version is None or version < conversation.policy_version:
             conversation.policy_version = version
         self.conversations.answered(conversation, messages, message)
@@ -252,25 +255,36 @@ class Gateway:
     ) -> bool:
         """End an open episode (publish its end); False if it is not open."""
         conversation = self.conversations.close(episode_id)
-        self._handled.pop(episode_id, None)
         if conversation is None:
+            self._handled.pop(episode_id, None)
             return False
+        await self._ended(conversation, outcome, reward, halted_by)
+        return True
+
+    async def _ended(
+        self,
+        conversation: Conversation,
+        outcome: Outcome,
+        reward: float = 0.0,
+        halted_by: list[str] = (),  # type: ignore[assignment]
+    ) -> None:
+        """Publish the end of an episode no longer open (ended, or let go to bound memory)."""
+        self._handled.pop(conversation.episode_id, None)
         if conversation.started:
             await self._publish(
                 [
                     EpisodeEnded(
-                        episode_id=episode_id,
+                        episode_id=conversation.episode_id,
                         task_id=conversation.task_id,
                         env=conversation.env,
                         outcome=outcome,
                         task_reward=reward,
-                        num_steps=len(conversation.steps),
+                        num_steps=conversation.step_count,
                         policy_version=conversation.policy_version,
                         halted_by=list(halted_by),
                     )
                 ]
             )
-        return True
 
     # ------------------------------------------------------------------ the parts
 
@@ -288,15 +302,17 @@ class Gateway:
             else {}
         )
         url = f"{self.upstream}/chat/completions"
+        shown = redacted(url)  # an upstream's password is never echoed
         try:
             response = await self._client.post(url, json=upstream_body, headers=auth)
             reply = response.json()
         except (httpx.HTTPError, ValueError) as exc:
-            return {"error": {"message": f"upstream {url}: {exc!r}", "code": 502}, "_status": 502}
+            said = str(exc).replace(url, shown)
+            return {"error": {"message": f"upstream {shown}: {said}", "code": 502}, "_status": 502}
         if response.status_code != 200 or not isinstance(reply, dict) or not reply.get("choices"):
             error = reply.get("error") if isinstance(reply, dict) else None
             return {
-                "error": error or {"message": f"upstream {url}: HTTP {response.status_code}"},
+                "error": error or {"message": f"upstream {shown}: HTTP {response.status_code}"},
                 "_status": response.status_code if response.status_code != 200 else 502,
             }
         return reply
@@ -371,9 +387,17 @@ class Gateway:
 
     # ------------------------------------------------------------------ HTTP
 
-    def app(self, token: str | None = None) -> FastAPI:
-        """The HTTP application (with ``token``, requests must carry it as a bearer; the
-        upstream then gets ``upstream_key`` or nothing)."""
+    def app(
+        self,
+        token: str | None = None,
+        *,
+        bound: str = "127.0.0.1",
+        allow_hosts: tuple[str, ...] = (),
+        max_body: int = MAX_BODY,
+    ) -> FastAPI:
+        """The HTTP application behind :class:`~...infra.http.HttpGuard` (with ``token``,
+        requests must carry it as a bearer; the upstream then gets ``upstream_key`` or
+        nothing). A body over ``max_body`` bytes is refused before anything is forwarded."""
 
         @contextlib.asynccontextmanager
         async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -385,11 +409,13 @@ class Gateway:
 
         app = FastAPI(title="safactory gateway", docs_url=None, redoc_url=None, lifespan=lifespan)
 
-        require_bearer(app, token)
+        app.add_middleware(
+            HttpGuard, bound=bound, token=token, allow_hosts=allow_hosts, max_body=max_body
+        )
 
         @app.get("/health")
         async def _health() -> dict[str, Any]:
-            return {"upstream": self.upstream, "open_episodes": len(self.conversations)}
+            return {"upstream": redacted(self.upstream), "open_episodes": len(self.conversations)}
 
         @app.get("/v1/models")
         async def _models() -> Any:
@@ -398,7 +424,7 @@ class Gateway:
                 response = await self._client.get(f"{self.upstream}/models")
                 return JSONResponse(response.json(), status_code=response.status_code)
             except (httpx.HTTPError, ValueError) as exc:
-                return openai_error(502, f"upstream {self.upstream}/models: {exc!r}")
+                return openai_error(502, f"upstream {redacted(self.upstream)}/models: {exc!r}")
 
         @app.post("/v1/chat/completions")
         async def _chat(request: Request) -> Any:
@@ -433,9 +459,11 @@ class Gateway:
         async def _end(episode_id: str, request: Request) -> Any:
             raw = await request.body()
             try:
-                data = json.loads(raw) if raw else {}
+                data = loads(raw) if raw else {}
                 outcome = Outcome(data.get("outcome", "success"))
                 reward = float(data.get("reward", 0.0))
+                if not math.isfinite(reward):
+                    raise ValueError(f"reward {data.get('reward')!r} is not a finite number")
             except (ValueError, TypeError, AttributeError) as exc:
                 return openai_error(
                     400,

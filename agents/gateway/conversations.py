@@ -32,6 +32,13 @@ EPISODE_HEADER = "x-sf-episode"
 ENV_HEADER = "x-sf-env"
 TASK_HEADER = "x-sf-task"
 DEFAULT_ENV = "gateway"
+CONTEXT_STEPS = 32
+"""Steps of an open episode kept as the audit context of its next call (the live auditor's
+own default)."""
+CONTEXT_BYTES = 4 << 20
+"""Most text of one open episode kept in memory; older steps go first."""
+OPEN_BYTES = 256 << 20
+"""Most text of all open episodes kept in memory; the least recently active go first."""
 
 
 def _canonical(message: dict[str, Any]) -> bytes:
@@ -74,7 +81,12 @@ class Conversation:
     env: str
     task_id: str
     steps: list[Step] = field(default_factory=list)
-    """Steps published so far (the audit context of the next call)."""
+    """The latest steps published (the audit context of the next call), at most
+    :data:`CONTEXT_STEPS` of them within :data:`CONTEXT_BYTES`."""
+    step_count: int = 0
+    """Steps published so far (the next step's index)."""
+    nbytes: int = 0
+    """Text held in :attr:`steps` (what an open episode costs in memory)."""
     sent: int = 0
     """Messages of the transcript so far (what the client sent plus the replies)."""
     digest: str | None = None
@@ -98,12 +110,22 @@ class Call:
     """The call starts its episode."""
 
 
+def _step_bytes(step: Step) -> int:
+    text = sum(len(str(m.content or "")) for m in step.messages)
+    return text + len(step.tool_result or "") + len(step.action.text or "")
+
+
 class Conversations:
     """Open episodes, found by header or by transcript; the least recently used go first
-    once ``capacity`` are open."""
+    once ``capacity`` are open or their context passes ``max_bytes``."""
 
-    def __init__(self, capacity: int = 10_000) -> None:
+    def __init__(self, capacity: int = 10_000, max_bytes: int = OPEN_BYTES) -> None:
         self.capacity = capacity
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        """Text held by every open episode's context."""
+        self._let_go: list[Conversation] = []
+        """Episodes closed to stay within bounds, their ends not yet published."""
         self._open: OrderedDict[str, Conversation] = OrderedDict()
         self._by_digest: dict[str, str] = {}
         self._ended: OrderedDict[str, int] = OrderedDict()
@@ -157,6 +179,28 @@ class Conversations:
         conversation.last_active = time.monotonic()
         return Call(conversation, messages[new_start:], started)
 
+    def published(self, conversation: Conversation, steps: list[Step]) -> None:
+        """Keep ``steps`` as the episode's context, within its bounds (and every open one's
+        within :attr:`max_bytes`: see :meth:`let_go`)."""
+        conversation.step_count += len(steps)
+        conversation.steps.extend(steps)
+        added = sum(_step_bytes(s) for s in steps)
+        conversation.nbytes += added
+        self.nbytes += added
+        while conversation.steps and (
+            len(conversation.steps) > CONTEXT_STEPS or conversation.nbytes > CONTEXT_BYTES
+        ):
+            gone = _step_bytes(conversation.steps.pop(0))
+            conversation.nbytes -= gone
+            self.nbytes -= gone
+        self._bound()
+
+    def let_go(self) -> list[Conversation]:
+        """The episodes closed since the last call to stay within bounds (the least
+        recently active first): the caller publishes their ends."""
+        gone, self._let_go = self._let_go, []
+        return gone
+
     def answered(
         self, conversation: Conversation, messages: list[dict[str, Any]], reply: dict[str, Any]
     ) -> None:
@@ -171,6 +215,8 @@ class Conversations:
     def close(self, episode_id: str) -> Conversation | None:
         """Forget an episode (it ended); returns it."""
         conversation = self._open.pop(episode_id, None)
+        if conversation is not None:
+            self.nbytes -= conversation.nbytes
         if conversation is not None and conversation.digest is not None:
             self._by_digest.pop(conversation.digest, None)
         if conversation is not None:
@@ -184,14 +230,14 @@ class Conversations:
         now = time.monotonic() if now is None else now
         return [c for c in self._open.values() if now - c.last_active >= idle_s]
 
-    def _bound(self) -> list[Conversation]:
-        gone = []
-        while len(self._open) > self.capacity:
+    def _bound(self) -> None:
+        while len(self._open) > self.capacity or (
+            self.nbytes > self.max_bytes and len(self._open) > 1
+        ):
             episode, _ = next(iter(self._open.items()))
             closed = self.close(episode)
             if closed is not None:
-                gone.append(closed)
-        return gone
+                self._let_go.append(closed)
 
 
 def chat_messages(messages: list[dict[str, Any]]) -> list[ChatMessage]:
@@ -263,7 +309,7 @@ def steps_of(
     actions = [Action(text=text if i == 0 else None, tool_call=c) for i, c in enumerate(calls)] or [
         Action(text=text or "")
     ]
-    first = len(conversation.steps)
+    first = conversation.step_count
     steps = []
     for i, action in enumerate(actions):
         steps.append(

@@ -38,7 +38,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from ...infra.http import json_object, openai_error, require_bearer
+from ...infra.http import MAX_BODY, HttpGuard, json_object, openai_error
 from ...schemas import ChatMessage, ToolSchema
 from ...schemas.serving import MODELS_FIELD, REVISION_FILE, ServedRevision
 from ..env import TaskSpec
@@ -65,8 +65,12 @@ class ModelServer:
         temperature: float = 1.0,
         max_new_tokens: int = 32,
         device: str = "cpu",
+        version: int | None = None,
     ) -> None:
         self.source = Path(source)
+        self.version = version
+        """The version of a plain Hugging Face folder (one without a weight-store
+        revision): its weights' digest is taken as it loads."""
         self.name = name
         self.temperature = temperature
         self.max_new_tokens = max_new_tokens
@@ -100,9 +104,16 @@ class ModelServer:
         try:
             revision = ServedRevision.model_validate_json((folder / REVISION_FILE).read_text())
         except (OSError, ValueError) as exc:
-            raise ReloadFailed(
-                f"{folder}: no readable {REVISION_FILE} ({exc}); serve a weight-store version"
-            ) from None
+            if self.version is None or not (folder / "model.safetensors").is_file():
+                raise ReloadFailed(
+                    f"{folder}: no readable {REVISION_FILE} ({exc}); serve a weight-store "
+                    "version, or a Hugging Face folder with --version N"
+                ) from None
+            revision = ServedRevision(
+                policy_name=self.name,
+                policy_version=self.version,
+                sha256=checkpoint_sha256(folder),
+            )
         try:
             actual = checkpoint_sha256(folder)
             if actual != revision.sha256:
@@ -182,9 +193,17 @@ class ModelServer:
         }
         return {"object": "list", "data": [entry]}
 
-    def app(self, token: str | None = None) -> FastAPI:
-        """The HTTP application; with ``token``, every request must carry it as a bearer.
-        It loads ``source`` as it starts, if there is anything there yet."""
+    def app(
+        self,
+        token: str | None = None,
+        *,
+        bound: str = "127.0.0.1",
+        allow_hosts: tuple[str, ...] = (),
+        max_body: int = MAX_BODY,
+    ) -> FastAPI:
+        """The HTTP application behind :class:`~...infra.http.HttpGuard` (with ``token``,
+        every request must carry it; the reload drill needs it always). It loads
+        ``source`` as it starts, if there is anything there yet."""
 
         @contextlib.asynccontextmanager
         async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -199,7 +218,9 @@ class ModelServer:
             title="safactory model server", docs_url=None, redoc_url=None, lifespan=lifespan
         )
 
-        require_bearer(app, token)
+        app.add_middleware(
+            HttpGuard, bound=bound, token=token, allow_hosts=allow_hosts, max_body=max_body
+        )
 
         @app.get("/health")
         async def _health() -> dict[str, Any]:
@@ -223,8 +244,10 @@ class ModelServer:
 
         @app.post("/collective_rpc")
         async def _rpc(request: Request) -> Any:
-            body = await request.json()
-            if not isinstance(body, dict) or body.get("method") != "reload_weights":
+            body = await json_object(request)
+            if isinstance(body, JSONResponse):
+                return body
+            if body.get("method") != "reload_weights":
                 return openai_error(400, "only {'method': 'reload_weights'} is supported")
             try:
                 revision = await self.reload()
@@ -234,8 +257,12 @@ class ModelServer:
 
         @app.post("/v1/admin/fail_reloads")
         async def _fail(request: Request) -> Any:
-            body = await request.json()
-            count = body.get("count") if isinstance(body, dict) else None
+            if token is None:
+                return openai_error(403, "the reload drill needs the server's --token")
+            body = await json_object(request)
+            if isinstance(body, JSONResponse):
+                return body
+            count = body.get("count")
             if not isinstance(count, int) or count < 0:
                 return openai_error(400, "send {'count': <reloads to refuse, >= 0>}")
             self.refuse_next = count

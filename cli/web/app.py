@@ -14,20 +14,18 @@ its own ``?token=`` on to its requests, since EventSource cannot send headers).
 from __future__ import annotations
 
 import asyncio
-import hmac
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.responses import StreamingResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...infra.config import Settings
+from ...infra.http import HttpGuard, json_object, plain_error
 from ...infra.producer import EventProducer
 from ...streams.control import answer
 from ...streams.monitor import Follower, LiveView
@@ -44,33 +42,6 @@ IDLE_RESEND_S = 1.0
 """Longest an event stream goes without a snapshot (rates decay while nothing arrives)."""
 
 
-class TokenGate:
-    """ASGI middleware: every HTTP request must carry the token, else 401."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.token = token.encode()
-
-    def allowed(self, scope: Scope) -> bool:
-        """Whether the request carries the token in its header or query string."""
-        for name, value in scope.get("headers", ()):
-            if name == b"authorization" and value.startswith(b"Bearer "):
-                return hmac.compare_digest(value[7:].strip(), self.token)
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        return any(hmac.compare_digest(v.encode(), self.token) for v in query.get("token", ()))
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self.allowed(scope):
-            refused = PlainTextResponse(
-                "401: this server needs its token: send 'Authorization: Bearer <token>' "
-                "or add ?token=<token> to the URL\n",
-                status_code=401,
-            )
-            await refused(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-
 def page() -> str:
     """The one static page."""
     return resources.files(__package__).joinpath("index.html").read_text(encoding="utf-8")
@@ -84,8 +55,11 @@ def create_app(
     from_beginning: bool = False,
     window_s: float = 60.0,
     follow: bool = True,
+    bound: str = "127.0.0.1",
+    allow_hosts: tuple[str, ...] = (),
 ) -> FastAPI:
-    """The app; ``follow=False`` serves without reading the topics (tests of the routes)."""
+    """The app behind :class:`~...infra.http.HttpGuard`; ``follow=False`` serves without
+    reading the topics (tests of the routes)."""
     view = LiveView(window_s)
     html = page()
     producer = EventProducer(settings)
@@ -112,8 +86,9 @@ def create_app(
         openapi_url=None,
     )
     app.state.view = view
-    if token:
-        app.add_middleware(TokenGate, token=token)
+    app.add_middleware(
+        HttpGuard, bound=bound, token=token, allow_hosts=allow_hosts, error=plain_error
+    )
 
     @app.get("/", response_class=HTMLResponse)
     async def index() -> str:
@@ -148,10 +123,12 @@ def create_app(
 
     @app.post("/api/control")
     async def control(request: Request) -> Any:
+        body = await json_object(request, plain_error)
+        if not isinstance(body, dict):
+            return body
         try:
-            body = await request.json()
             episode_id, approve = str(body["episode_id"]), body["approve"]
-        except (ValueError, KeyError, TypeError):
+        except (KeyError, TypeError):
             return JSONResponse(
                 {"error": "send {'episode_id': ..., 'approve': true or false}"}, status_code=400
             )

@@ -41,7 +41,9 @@ def test_the_server_reports_and_stamps_what_it_loaded_and_keeps_it_on_failure(
     current = tmp_path / "current"
     server = ModelServer(current, name="tiny", max_new_tokens=3)
     chat = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "seed": 1}
-    with TestClient(server.app()) as client:
+    token = "t" * 24  # the reload drill needs the server's token
+    headers = {"Authorization": f"Bearer {token}"}
+    with TestClient(server.app(token), base_url="http://127.0.0.1", headers=headers) as client:
         assert _served(client) is None
         assert client.post("/v1/chat/completions", json=chat).status_code == 503
 
@@ -77,3 +79,18 @@ def test_the_server_reports_and_stamps_what_it_loaded_and_keeps_it_on_failure(
         reply = client.post("/v1/chat/completions", json=chat).json()
         assert version_of_fingerprint(reply["system_fingerprint"]) == 1
         assert (server.reloads, server.failed_reloads) == (2, 3)  # the start found nothing
+
+
+def test_a_plain_hugging_face_folder_is_served_as_the_version_given(tmp_path: Path) -> None:
+    folder = build_tiny_checkpoint(tmp_path / "hf", seed=3)  # no revision.json
+    refused = ModelServer(folder, name="tiny")
+    with TestClient(refused.app(), base_url="http://127.0.0.1") as client:
+        assert _served(client) is None  # a weight store's folder or a version is needed
+    server = ModelServer(folder, name="tiny", version=7)
+    with TestClient(server.app(), base_url="http://127.0.0.1") as client:
+        assert _served(client) == 7
+        chat = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "seed": 1}
+        reply = client.post("/v1/chat/completions", json=chat).json()
+        assert version_of_fingerprint(reply["system_fingerprint"]) == 7
+    assert server.revision is not None
+    assert server.revision.sha256 == checkpoint_sha256(folder)

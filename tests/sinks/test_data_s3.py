@@ -218,7 +218,9 @@ def test_serve_episode_view_reads_s3(s3_filled: LanceLocation) -> None:
 
     from safactory.cli.web.app import create_app
 
-    client = TestClient(create_app(Settings(), db=s3_filled, follow=False))
+    client = TestClient(
+        create_app(Settings(), db=s3_filled, follow=False), base_url="http://127.0.0.1"
+    )
     body = client.get("/api/episodes/ep-3").json()
     assert [s["step_index"] for s in body["steps"]] == [0, 1, 2]
     severities = [[v["severity"] for v in s["verdicts"]] for s in body["steps"]]

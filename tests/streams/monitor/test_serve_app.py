@@ -88,7 +88,7 @@ def db(tmp_path: Path) -> Path:
 @pytest.fixture
 def client(db: Path) -> TestClient:
     app = create_app(Settings(), db=db, token=TOKEN, follow=False)
-    return TestClient(app)
+    return TestClient(app, base_url="http://127.0.0.1")
 
 
 def test_every_request_needs_the_token(client: TestClient) -> None:
@@ -118,7 +118,7 @@ def test_episode_view_reads_steps_and_their_verdicts(client: TestClient) -> None
 
 def test_episode_view_names_a_missing_database(tmp_path: Path) -> None:
     app = create_app(Settings(), db=tmp_path / "nowhere", follow=False)
-    answer = TestClient(app).get("/api/episodes/ep-7")
+    answer = TestClient(app, base_url="http://127.0.0.1").get("/api/episodes/ep-7")
     assert answer.status_code == 404 and "--db" in answer.json()["error"]
 
 

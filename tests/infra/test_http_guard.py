@@ -1,0 +1,127 @@
+"""Every HTTP surface is safe to leave running: a foreign Host is refused (DNS rebinding), a
+state change needs JSON from this origin (CSRF), the reload drill needs the model server's
+token, bodies are bounded before anything is forwarded, credentials are never echoed, bad
+bodies get JSON errors, non-finite numbers are refused, and open gateway episodes hold a
+bounded amount of memory. Each case is one the surfaces got wrong before (issue #31)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from gateway_support import gateway_process, scripted_upstream
+
+from safactory.agents.gateway.conversations import CONTEXT_BYTES, Conversations
+from safactory.agents.policies.serve_local import ModelServer
+from safactory.cli.web.app import create_app
+from safactory.infra.config import Settings
+from safactory.schemas import Action, ChatMessage, Step
+
+LOCAL = "http://127.0.0.1"
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> TestClient:
+    return TestClient(create_app(Settings(), db=tmp_path / "db", follow=False), base_url=LOCAL)
+
+
+@pytest.fixture
+def model_server(tmp_path: Path) -> TestClient:
+    return TestClient(ModelServer(tmp_path / "none", name="tiny").app(), base_url=LOCAL)
+
+
+def test_a_foreign_host_is_refused(serve: TestClient, model_server: TestClient) -> None:
+    for client in (serve, model_server):
+        rebound = client.get(
+            "/health" if client is model_server else "/api/view", headers={"Host": "evil.example"}
+        )
+        assert rebound.status_code == 421 and "DNS rebinding" in rebound.text
+    assert serve.get("/api/view", headers={"Host": "localhost:8765"}).status_code == 200
+
+
+def test_no_state_change_from_another_origin(serve: TestClient, model_server: TestClient) -> None:
+    approve = '{"episode_id": "e1", "approve": true}'
+    forged = serve.post("/api/control", content=approve, headers={"Content-Type": "text/plain"})
+    assert forged.status_code == 415  # a cross-site form post cannot send JSON unasked
+    foreign = serve.post(
+        "/api/control",
+        content=approve,
+        headers={"Content-Type": "application/json", "Origin": "http://evil.example"},
+    )
+    assert foreign.status_code == 403
+    mine = serve.post(
+        "/api/control",
+        content=approve,
+        headers={"Content-Type": "application/json", "Origin": "http://127.0.0.1:8765"},
+    )
+    assert mine.status_code == 404  # allowed through: nothing is paused here
+    drill = model_server.post("/v1/admin/fail_reloads", json={"count": 5})
+    assert drill.status_code == 403 and "token" in drill.json()["error"]["message"]
+    rpc = model_server.post(
+        "/collective_rpc",
+        json={"method": "reload_weights"},
+        headers={"Origin": "http://evil.example"},
+    )
+    assert rpc.status_code == 403
+
+
+def test_bad_bodies_get_json_errors(model_server: TestClient) -> None:
+    for body in (b'{"messages": "\xff"}', b"[" * 100_000 + b"]" * 100_000, b'{"a": 1e999}'):
+        answer = model_server.post(
+            "/v1/chat/completions", content=body, headers={"Content-Type": "application/json"}
+        )
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_the_gateway_bounds_bodies_before_forwarding_and_hides_credentials(
+    topics: Settings, tmp_path: Path
+) -> None:
+    seen: list[dict] = []
+    reply = {"role": "assistant", "content": "ok"}
+    with scripted_upstream([reply], seen=seen) as upstream:
+        secret = upstream.replace("http://", "http://agent:hunter2pass@")
+        with gateway_process(secret, topics, tmp_path / "gw.log", "--max-body", "1048576") as gw:
+            health = httpx.get(gw.removesuffix("/v1") + "/health").text
+            assert "hunter2pass" not in health and "agent:***@" in health
+            huge = {"model": "m", "messages": [{"role": "user", "content": "x" * (2 << 20)}]}
+            too_large = httpx.post(f"{gw}/chat/completions", json=huge, timeout=30)
+            assert too_large.status_code == 413 and seen == []  # never forwarded
+            assert too_large.json()["error"]["code"] == 413
+            ended = httpx.post(
+                f"{gw}/sf/episodes/nope/end",
+                content='{"outcome": "success", "reward": "nan"}',
+                headers={"Content-Type": "application/json"},
+            )
+            assert ended.status_code == 400 and "finite" in ended.text
+            chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+            assert httpx.post(f"{gw}/chat/completions", json=chat).status_code == 200
+    with gateway_process(secret, topics, tmp_path / "gw2.log") as gw:  # the upstream is gone
+        down = httpx.post(f"{gw}/chat/completions", json=chat, timeout=30)
+        assert down.status_code == 502 and "hunter2pass" not in down.text
+    assert "hunter2pass" not in (tmp_path / "gw.log").read_text()
+
+
+def test_open_episodes_hold_bounded_memory() -> None:
+    open_ = Conversations(max_bytes=10 * CONTEXT_BYTES)
+    for n in range(30):  # thirty different chats of 2 MB each, then more turns
+        call = open_.resolve([{"role": "user", "content": f"chat {n}"}])
+        for turn in range(4):
+            step = Step(
+                episode_id=call.conversation.episode_id,
+                step_index=turn,
+                env="gateway",
+                task_id="t",
+                policy_version=0,
+                action=Action(text="ok"),
+                messages=[ChatMessage(role="tool", content="x" * (2 << 20))],
+            )
+            open_.published(call.conversation, [step])
+        assert call.conversation.nbytes <= CONTEXT_BYTES
+    assert open_.nbytes <= 10 * CONTEXT_BYTES + CONTEXT_BYTES
+    gone = open_.let_go()
+    assert len(gone) + len(open_) == 30 and gone[0].step_count == 4  # the oldest went first
+    assert json.dumps([c.episode_id for c in gone])  # each is ended by the gateway
