@@ -55,6 +55,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
 from ..schemas import EncodeError, Event, codec
+from ..schemas.headers import REPLAY as REPLAY_HEADER
 from . import aio, metrics
 from .config import Settings
 from .consumer import Delivery, EventConsumer, Polled
@@ -77,6 +78,12 @@ RETRY_PAUSE_S = 0.05
 RecordHandler = Callable[[Delivery, "Context"], Awaitable[None]]
 BatchHandler = Callable[[list[Delivery], "Context"], Awaitable[None]]
 Screen = Callable[[ConsumerRecord], bool]
+
+
+def live_only(record: ConsumerRecord) -> bool:
+    """A ``screen`` that passes over replayed records (``sf-replay``): a replay re-judges
+    closed history, and a live fold, halt or lesson must never act on it."""
+    return not any(key == REPLAY_HEADER for key, _ in record.headers or ())
 
 
 class Rejected(Exception):

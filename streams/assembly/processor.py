@@ -17,15 +17,12 @@ from __future__ import annotations
 import logging
 import time
 
-from aiokafka import ConsumerRecord
-
 from ...infra.config import Settings
 from ...infra.consumer import Delivery
-from ...infra.processor import Context, Processor, Runtime, Tick, Timer
+from ...infra.processor import Context, Processor, Runtime, Tick, Timer, live_only
 from ...infra.store import PartitionState
 from ...infra.topics import TopicSpec
 from ...schemas import DecodeError, Event, codec
-from ...schemas import headers as h
 from .fold import AssemblerConfig, AssemblerStats, EpisodeState, TrajectoryAssembler
 
 log = logging.getLogger(__name__)
@@ -83,11 +80,6 @@ def restore_fold(
     return states, closed, unreadable
 
 
-def _not_a_replay(record: ConsumerRecord) -> bool:
-    """A replay's verdicts (``sf-replay``) re-judge closed history: never fold them live."""
-    return not any(key == h.REPLAY for key, _ in record.headers or ())
-
-
 class AssemblerWorker:
     """The assembly processor: one fold per input partition, fed and ticked."""
 
@@ -110,7 +102,7 @@ class AssemblerWorker:
             state=STATE_TOPIC,
             handle=self.fold,
             timers=(Timer(tick_every_s, self.tick),),
-            screen=_not_a_replay,
+            screen=live_only,
             on_assigned=self.restored,
             on_revoked=self.released,
             on_rollback=self.rebuild,

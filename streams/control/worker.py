@@ -12,18 +12,11 @@ batch handled again after a crash publishes the same decisions.
 
 from __future__ import annotations
 
-from aiokafka import ConsumerRecord
-
 from ...infra.config import Settings
 from ...infra.consumer import Delivery
-from ...infra.processor import Context, Processor, Runtime
+from ...infra.processor import Context, Processor, Runtime, live_only
 from ...schemas import Verdict
-from ...schemas import headers as h
 from .policy import ControlPolicy
-
-
-def _not_a_replay(record: ConsumerRecord) -> bool:
-    return not any(key == h.REPLAY for key, _ in record.headers or ())
 
 
 def controller(policy: ControlPolicy, *, group_id: str = "safactory-control") -> Processor:
@@ -40,7 +33,7 @@ def controller(policy: ControlPolicy, *, group_id: str = "safactory-control") ->
         inputs=("verdicts",),
         outputs=("control",),
         handle=decide,
-        screen=_not_a_replay,
+        screen=live_only,
         group=group_id,
     )
 

@@ -21,13 +21,14 @@ from typing import Any, TypeVar
 from aiokafka import ConsumerRecord
 
 from ...infra.config import Settings
+from ...infra.processor import live_only
 from ...infra.producer import EventProducer
 from ...schemas import Alert, DecodeError, Event, Severity, Step, codec, derive_id, new_id
 from ...schemas import headers as h
 from ..audit.checkers.models import HeadChecker
 from ..audit.engine import AuditEngine
 from ..audit.processor import AuditProcessor, bounded, compact
-from .window import Position, Span, header, read_window, screen
+from .window import Position, Span, read_window, screen
 
 REPLAY_HEADER = h.REPLAY
 PRODUCER = "safactory.replay"
@@ -54,7 +55,7 @@ def replay_event_id(replay_id: str, original_id: str) -> str:
 
 def is_replay(record: ConsumerRecord) -> bool:
     """Whether a record was published by a replay."""
-    return header(record, REPLAY_HEADER) is not None
+    return not live_only(record)
 
 
 @dataclass(frozen=True, slots=True)

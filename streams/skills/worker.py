@@ -1,4 +1,5 @@
-"""``safactory worker skills``: failed and unsafe trajectories, joined with their verdicts,
+"""``safactory worker skills``: confirmed unsafe acts (the environment's ground truth, blocks
+with evidence), joined with their verdicts and paired with the safe act a sibling took,
 distilled into deduplicated skills on ``sf.skills``.
 
 A trajectory names the verdicts it was assembled with (``verdict_ids``); it is distilled once
@@ -17,14 +18,11 @@ deduplication continues across restarts.
 
 from __future__ import annotations
 
-from aiokafka import ConsumerRecord
-
 from ...infra.config import Settings
-from ...infra.processor import Processor, Runtime
+from ...infra.processor import Processor, Runtime, live_only
 from ...infra.reader import TopicReader
 from ...infra.topics import TopicSpec
 from ...schemas import DecodeError, Skill, codec
-from ...schemas import headers as h
 from .join import SkillsJoin, SkillsStats
 from .library import SkillLibrary
 
@@ -46,10 +44,6 @@ async def load_known_skills(settings: Settings, library: SkillLibrary) -> int:
                     latest[skill.skill_id] = skill
     library.add(latest.values())
     return len(latest)
-
-
-def _not_a_replay(record: ConsumerRecord) -> bool:
-    return not any(key == h.REPLAY for key, _ in record.headers or ())
 
 
 class SkillsWorker:
@@ -77,11 +71,18 @@ class SkillsWorker:
         )
         self.join = SkillsJoin(library, by_episode.name, max_waiting=max_waiting, max_done=max_done)
         self.stats: SkillsStats = self.join.stats
+        siblings = TopicSpec(
+            f"{group_id}-siblings",
+            "<group>\\0<episode id>",
+            "the acts of each group's safe episodes, for its unsafe episodes' lessons",
+            cleanup="compact",
+        )
         route = Processor(
             "skills",
             inputs=("trajectories",),
             outputs=(by_episode.name,),
             owns=(by_episode,),
+            state=siblings,
             handle=self.join.route,
             group=f"{group_id}-route",
         )
@@ -92,7 +93,7 @@ class SkillsWorker:
             owns=(by_episode,),
             state=join_state,
             handle=self.join.join,
-            screen=_not_a_replay,
+            screen=live_only,
             on_assigned=self.join.restored,
             on_revoked=self.join.released,
             on_rollback=self.join.rebuild,
