@@ -3,7 +3,7 @@
     python bench/trainer_ranks.py [--ranks 1,2] [--updates 6] [--hidden 256]
 
 Each arm runs ``torchrun --nproc-per-node N`` on this file: rank 0 leads as
-``safactory train --nproc N`` does (:class:`~safactory.trainer.distributed.RankZeroLearner`:
+``safactory train --nproc N`` does (:class:`~safactory.trainer.leading.RankZeroLearner`:
 the batch is broadcast, every rank computes its share of the micro-batches, gradients are
 summed), the others follow. Same toy-task batch, same model shape, ``OMP_NUM_THREADS`` =
 cores ÷ ranks so the arms use the same cores. Printed per arm: tokens/s over the updates
@@ -50,7 +50,7 @@ def _config(hidden: int, device: str) -> dict:
 
 def rank_main(out: Path, hidden: int, updates: int, device: str) -> None:
     """Under torchrun: lead (rank 0) or follow, and rank 0 writes the timings."""
-    from safactory.trainer import distributed
+    from safactory.trainer import distributed, leading
     from safactory.trainer.config import TrainerConfig
     from safactory.trainer.learner import Learner
     from safactory.trainer.model import build_model, resolve_placement
@@ -65,7 +65,7 @@ def rank_main(out: Path, hidden: int, updates: int, device: str) -> None:
         build_model(cfg.model, len(tokenizer)), tokenizer, cfg, resolve_placement(cfg), ranks=ranks
     )
     if ranks.rank != 0:
-        distributed.follow(learner)
+        leading.follow(learner)
         return
     batch, _ = make_trajectories(
         learner.model,
@@ -77,7 +77,7 @@ def rank_main(out: Path, hidden: int, updates: int, device: str) -> None:
         generator=torch.Generator().manual_seed(1),
         safety_penalty=1.0,
     )
-    leader = distributed.RankZeroLearner(learner) if ranks.distributed else learner
+    leader = leading.RankZeroLearner(learner) if ranks.distributed else learner
     times, tokens, broadcast = [], [], []
     for _ in range(updates):
         started = time.perf_counter()

@@ -94,7 +94,7 @@ def train(
     if nproc > 1 and "LOCAL_RANK" not in os.environ:
         _exec_torchrun(nproc, max_restarts)
     from ..infra.models import ModelError
-    from ..trainer import distributed
+    from ..trainer import distributed, leading
     from ..trainer.distill import LocalTeacher
     from ..trainer.learner import Learner
     from ..trainer.model import load_policy_model, resolve_placement
@@ -146,12 +146,12 @@ def train(
         raise typer.Exit(code=2) from None
     learner = Learner(model, tokenizer, cfg, placement, teacher=teacher_model, ranks=ranks)
     if ranks.rank != 0:  # a following rank: no Kafka, no checkpoint, no display
-        distributed.follow(learner)
+        leading.follow(learner)
         return
     if not ranks.distributed:
         aio.run(_run(cfg, learner, max_updates, idle_exit, live))
         return
-    leader = distributed.RankZeroLearner(learner)
+    leader = leading.RankZeroLearner(learner)
     try:
         aio.run(_run(cfg, leader, max_updates, idle_exit, live))
     finally:

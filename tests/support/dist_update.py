@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from safactory.schemas import Trajectory
-from safactory.trainer import distributed
+from safactory.trainer import distributed, leading
 from safactory.trainer.config import TrainerConfig
 from safactory.trainer.learner import Learner
 from safactory.trainer.model import build_model, resolve_placement
@@ -36,7 +36,7 @@ def main() -> None:
         build_model(cfg.model, len(tokenizer)), tokenizer, cfg, resolve_placement(cfg), ranks=ranks
     )
     if ranks.rank == 0:
-        leader = distributed.RankZeroLearner(learner)
+        leader = leading.RankZeroLearner(learner)
         for _ in range(int(updates)):
             metrics = leader.update(batch)
         leader.close()
@@ -44,7 +44,7 @@ def main() -> None:
             json.dumps({"loss": metrics.loss, "tokens": metrics.tokens})
         )
     else:
-        distributed.follow(learner)
+        leading.follow(learner)
     torch.save(learner.model.state_dict(), Path(out) / f"rank{ranks.rank}.pt")
 
 
