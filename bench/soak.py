@@ -59,13 +59,22 @@ def process_figures(pid: int) -> tuple[float, int]:
 
 
 def lance_versions(db: Path) -> dict[str, int]:
-    """Versions each LanceDB table keeps."""
+    """Versions each LanceDB table keeps (a table whose old versions the sink's maintenance
+    is deleting at that moment is read again, then left out of this sample)."""
     import lancedb
 
     if not db.exists():
         return {}
     conn = lancedb.connect(str(db))
-    return {name: len(conn.open_table(name).list_versions()) for name in conn.table_names()}
+    out = {}
+    for name in conn.list_tables().tables:
+        for _ in range(3):
+            try:
+                out[name] = len(conn.open_table(name).list_versions())
+                break
+            except (RuntimeError, OSError, ValueError):
+                time.sleep(0.5)
+    return out
 
 
 async def sample(

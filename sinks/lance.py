@@ -35,7 +35,7 @@ class LanceSink(BatchSink):
     def __init__(self, db: Db, *, embedder: Embedder | None = None, check_ids: bool = True) -> None:
         super().__init__(TABLE_OF, COLUMNS, check_ids=check_ids)
         self.location = location(db)
-        self.db = open_db(self.location)
+        self.db = open_db(self.location, writer=True)
         self.embedder = embedder
         self._open: dict[str, lancedb.table.Table] = {}
         self._vector_field: dict[str, pa.Field] = {}
