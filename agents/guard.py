@@ -47,7 +47,8 @@ class PatternGuard:
 
 
 class Guards:
-    """Several guards asked in turn: the first that blocks decides, else all allowed."""
+    """Several guards asked in turn: the first that blocks decides, else the strongest of
+    the others (warn, then uncertain, then allow)."""
 
     def __init__(self, guards: Sequence[Guard]) -> None:
         self.guards = list(guards)
@@ -59,9 +60,12 @@ class Guards:
             if not decision.allow:
                 return decision
             decisions.append(decision)
-        warned = any(d.decision == Decision.WARN for d in decisions)
+        found = {d.decision for d in decisions}
+        strongest = next(
+            (d for d in (Decision.WARN, Decision.UNCERTAIN) if d in found), Decision.ALLOW
+        )
         return GuardDecision(
-            Decision.WARN if warned else Decision.ALLOW,
+            strongest,
             reasons=[r for d in decisions for r in d.reasons],
             guard="+".join(d.guard for d in decisions),
         )

@@ -4,9 +4,10 @@
 
 Every suite task of the tool-use, OS-shell (bubblewrap sandbox), embodied and QA
 environments is run in process twice: by the careful policy (the task's safe plan) and by
-the reckless one (its unsafe plan), including the suites' planted injections. Each episode
-is labelled by the environment's own ground truth (``EpisodeEnded.safety``), not
-by any auditor. The steps are exactly those the live worker would audit.
+the reckless one (its unsafe plan), including the suites' planted injections; every chore of
+the choice environment (the demo's) once per menu entry. Each episode is labelled by the
+environment's own ground truth (``EpisodeEnded.safety``), not by any auditor. The steps are
+exactly those the live worker would audit.
 """
 
 from __future__ import annotations
@@ -18,15 +19,30 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from safactory.agents.envs.choice_env import LABELS
 from safactory.agents.policies import PolicyConfig, make_policy
+from safactory.agents.policies.base import Policy, PolicyInput, PolicyOutput, assistant_message
 from safactory.agents.registry import env_class, make_env
 from safactory.agents.runner import EpisodeRunner
 from safactory.agents.sandbox.bubblewrap import SandboxError, check_host
-from safactory.schemas import EpisodeEnded, Event, Step, Task
+from safactory.schemas import Action, EpisodeEnded, Event, Step, Task
 from safactory.streams.audit.importers import AuditRecord
 
 ENVS = ("tools", "os", "embodied", "qa")
 POLICIES = ("careful", "reckless")
+CHOICE = "choice"
+
+
+class PickPolicy(Policy):
+    """Answers every menu with one label (the choice environment's every entry in turn)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.name = f"pick-{label}"
+
+    async def act(self, inp: PolicyInput) -> PolicyOutput:
+        action = Action(text=self.label)
+        return PolicyOutput(action, assistant_message(action))
 
 
 class Collector:
@@ -40,7 +56,8 @@ class Collector:
 
 
 async def run_episode(env_name: str, suite_task: str, policy_kind: str) -> AuditRecord | None:
-    """One episode of one suite task, as an audit record labelled by the environment."""
+    """One episode of one suite task, as an audit record labelled by the environment
+    (``policy_kind`` ``pick-N``: the menu's entry N)."""
     collector = Collector()
     env = make_env(env_name)
     task = Task(
@@ -50,7 +67,12 @@ async def run_episode(env_name: str, suite_task: str, policy_kind: str) -> Audit
         group_id="own",
     )  # type: ignore[call-arg]
     spec = next(s for s in env_class(env_name).suite() if s.task_id == suite_task)
-    runner = EpisodeRunner(collector, make_policy(PolicyConfig(kind=policy_kind)))  # type: ignore[arg-type]
+    policy = (
+        PickPolicy(policy_kind.removeprefix("pick-"))
+        if policy_kind.startswith("pick-")
+        else make_policy(PolicyConfig(kind=policy_kind))  # type: ignore[arg-type]
+    )
+    runner = EpisodeRunner(collector, policy)  # type: ignore[arg-type]
     try:
         await runner.run(env, task, spec)
     finally:
@@ -71,8 +93,9 @@ async def run_episode(env_name: str, suite_task: str, policy_kind: str) -> Audit
 
 
 def own_records() -> list[AuditRecord]:
-    """Every suite task of :data:`ENVS` under both policies (the OS env is left out, with a
-    note on stderr, where bubblewrap cannot run)."""
+    """Every suite task of :data:`ENVS` under both policies and every choice chore under
+    each menu entry (the OS env is left out, with a note on stderr, where bubblewrap cannot
+    run)."""
     envs = list(ENVS)
     try:
         check_host()
@@ -80,9 +103,10 @@ def own_records() -> list[AuditRecord]:
         print(f"own episodes: OS env skipped ({exc})", file=sys.stderr)
         envs.remove("os")
     out = []
-    for env_name in envs:
+    for env_name in [*envs, CHOICE]:
+        policies = [f"pick-{label}" for label in LABELS] if env_name == CHOICE else POLICIES
         for spec in env_class(env_name).suite():
-            for policy in POLICIES:
+            for policy in policies:
                 record = asyncio.run(run_episode(env_name, spec.task_id, policy))
                 if record is not None:
                     out.append(record)

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..streams.audit import registry
-from ..streams.audit.batch import LabelTally, audit_record, stop_on_interrupt
+from ..streams.audit.batch import LabelTally, audit_record, explained, stop_on_interrupt
 from ..streams.audit.engine import AuditEngine
 from ..streams.audit.importers import (
     FORMATS,
@@ -24,6 +24,7 @@ from ..streams.audit.importers import (
     iter_steps,
     read_entries,
 )
+from ..streams.audit.judge_tier import JudgeConfig, JudgeTier
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
 
@@ -42,16 +43,19 @@ CheckersOption = Annotated[
     str | None,
     typer.Option(
         "--checkers",
-        help="comma-separated checker names (default: all but llm_judge; "
+        help="comma-separated checker names (default: every checker on by default; "
         "see `safactory audit --list-checkers`)",
     ),
 ]
 
 
 def _engine(checkers: str | None, judge_timeout: float) -> AuditEngine:
+    """The chosen checkers, and the judge tier when ``SF_AUDIT_JUDGE_URL`` names one."""
     names = [n.strip() for n in checkers.split(",") if n.strip()] if checkers else None
     try:
-        return AuditEngine(registry.create(names), judge_timeout_s=judge_timeout)
+        config = JudgeConfig.from_env()
+        judge = JudgeTier(config) if config is not None else None
+        return AuditEngine(registry.create(names), judge_timeout_s=judge_timeout, judge=judge)
     except (registry.RegistryError, ValueError, FileNotFoundError) as exc:
         raise _fail(str(exc)) from None
 
@@ -106,18 +110,30 @@ def audit(
         typer.Option("--out", "-o", help="write one JSON line per record here (default: stdout)"),
     ] = None,
     checkers: CheckersOption = None,
-    judge_timeout: Annotated[float, typer.Option(help="seconds an LLM judge may take")] = 2.0,
+    judge_timeout: Annotated[float, typer.Option(help="seconds an async checker may take")] = 2.0,
     list_all: Annotated[
         bool, typer.Option("--list-checkers", help="list checkers and exit")
     ] = False,
     strict: StrictOption = False,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="per step where a checker fired: the deciding checkers, their evidence, "
+            "harm / who asked / outcome, and the calibrated probability (in each line's "
+            "'steps', and as text on stderr)",
+        ),
+    ] = False,
 ) -> None:
     """Audit recorded agent traces with the live engine.
 
-    Writes {"id", "unsafe", "score", "risk_types", "first_unsafe_step"} per input record
-    (id = the record's id, else file:line; always file:line for AgentDojo); a record that
-    cannot be read gets {"id", "unsafe": null, ..., "error"} and the rest are audited
-    (--strict stops instead).
+    Writes {"id", "unsafe", "decision", "probability", "score", "risk_types",
+    "first_unsafe_step"} per input record as it goes (id = the record's id, else file:line;
+    always file:line for AgentDojo). decision is block or warn only where the checker's
+    precision was measured (calibration), uncertain where something fired without it, else
+    allow; probability is the calibrated chance the episode is unsafe. A record that cannot
+    be read gets {"id", "unsafe": null, ..., "error"} and the rest are audited (--strict stops
+    instead); Ctrl-C stops after the record in hand, keeping every line written.
     When the input carries labels, prints precision, recall, F1, accuracy and false-positive
     rate at the trajectory level, per group (R-Judge category, AgentDojo suite), per attack
     kind and overall.
@@ -151,10 +167,19 @@ def audit(
                     err.print(f"[yellow]skipped:[/yellow] {entry.reason}")
                     line = skipped_line(entry)
                 else:
-                    result = audit_record(runner, engine, entry)
+                    result, audits = audit_record(runner, engine, entry)
                     tally.add(entry, result)
                     audited += 1
                     line = result.as_json()
+                    if explain:
+                        steps = explained(entry, audits)
+                        line["steps"] = [e.as_json() for e in steps]
+                        status.stop()
+                        err.print(f"[bold]{entry.id}[/bold]: {result.decision}", markup=True)
+                        for e in steps:
+                            for text in e.lines():
+                                err.print(text, markup=False, highlight=False)
+                        status.start()
                 sink.write(json.dumps(line) + "\n")
                 sink.flush()
                 status.update(f"audited {audited} records ({skipped} skipped)")
@@ -192,6 +217,8 @@ def skipped_line(entry: SkippedRecord) -> dict[str, object]:
     return {
         "id": entry.id,
         "unsafe": None,
+        "decision": None,
+        "probability": None,
         "score": None,
         "risk_types": [],
         "first_unsafe_step": None,
@@ -230,7 +257,7 @@ def worker_audit(
     context_ttl: Annotated[
         float, typer.Option(help="seconds an episode's context is kept after its last step")
     ] = 3600.0,
-    judge_timeout: Annotated[float, typer.Option(help="seconds an LLM judge may take")] = 2.0,
+    judge_timeout: Annotated[float, typer.Option(help="seconds an async checker may take")] = 2.0,
     shed_after: Annotated[
         float,
         typer.Option(

@@ -58,7 +58,8 @@ def render(snap: dict[str, Any], settings: Settings, shown_alerts: int = 12) -> 
         (snap["status"], status_style),
         f"  window {snap['window_s']:g}s   ",
         f"steps {totals.get('steps', 0):,}  verdicts {totals.get('verdicts', 0):,}  "
-        f"alerts {totals.get('alerts', 0):,}  episodes ended {totals.get('episodes_ended', 0):,}"
+        f"alerts {totals.get('alerts', 0):,}  uncertain steps {totals.get('uncertain', 0):,}  "
+        f"episodes ended {totals.get('episodes_ended', 0):,}"
         f" (unsafe {totals.get('unsafe_episodes', 0):,})   ",
         ("q quits", "dim"),
     )

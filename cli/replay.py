@@ -134,7 +134,7 @@ def audit(
     env: EnvOpt = None,
     with_alert: WithAlertOpt = None,
     checkers: CheckersOption = None,
-    judge_timeout: Annotated[float, typer.Option(help="seconds an LLM judge may take")] = 2.0,
+    judge_timeout: Annotated[float, typer.Option(help="seconds an async checker may take")] = 2.0,
     context_limit: Annotated[int, typer.Option(min=3, help="steps of context per episode")] = 32,
     replay_id: Annotated[
         str | None,

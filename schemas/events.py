@@ -292,13 +292,23 @@ _SEVERITY_RANK = {severity: index for index, severity in enumerate(Severity)}
 
 
 class Decision(StrEnum):
-    """What a verdict asks for (guard mode and alerts)."""
+    """What a verdict asks for (guard mode and alerts). ``block`` and ``warn`` only where
+    the checker's precision was measured to reach its target; ``uncertain``: it found
+    something, but its precision there is lower or unmeasured (escalated to the judge tier
+    where one is configured); ``undecided``: a checker that could not answer in time."""
 
     ALLOW = "allow"
     WARN = "warn"
     BLOCK = "block"
+    UNCERTAIN = "uncertain"
     UNDECIDED = "undecided"
     CHECKER_ERROR = "checker_error"
+
+    @property
+    def acted_on(self) -> bool:
+        """Block or warn: a decision made where precision was measured, the only ones that
+        halt, penalise or teach."""
+        return self in (Decision.BLOCK, Decision.WARN)
 
 
 class Evidence(BaseModel):
@@ -315,8 +325,8 @@ class Verdict(EpisodeEvent):
     """A checker's judgement of one step (``step_index`` set) or a whole episode."""
 
     SCHEMA_NAME: ClassVar[str] = "verdict"
-    SCHEMA_VERSION: ClassVar[int] = 2
-    READS_VERSIONS: ClassVar[tuple[int, ...]] = (1,)
+    SCHEMA_VERSION: ClassVar[int] = 3
+    READS_VERSIONS: ClassVar[tuple[int, ...]] = (1, 2)
     TOPIC: ClassVar[str] = "verdicts"
 
     source_event_id: str = Field(description="the step (or episode end) event judged")
@@ -329,6 +339,14 @@ class Verdict(EpisodeEvent):
     severity: Severity = Severity.NONE
     score: float = Field(ge=0.0, le=1.0)
     decision: Decision = Decision.ALLOW
+    probability: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="calibrated chance that the episode is unsafe given this finding: the "
+        "measured precision of the checker at this score (None: nothing fired, or never "
+        "measured) (verdict/3)",
+    )
     evidence: list[Evidence] = Field(default_factory=list)
     reason: str | None = None
     latency_ms: float = Field(default=0.0, ge=0)
@@ -376,8 +394,8 @@ class Trajectory(EpisodeEvent):
     """An assembled, reward-complete episode ready to train on."""
 
     SCHEMA_NAME: ClassVar[str] = "trajectory"
-    SCHEMA_VERSION: ClassVar[int] = 2
-    READS_VERSIONS: ClassVar[tuple[int, ...]] = (1,)
+    SCHEMA_VERSION: ClassVar[int] = 3
+    READS_VERSIONS: ClassVar[tuple[int, ...]] = (1, 2)
     TOPIC: ClassVar[str] = "trajectories"
 
     group_id: str = Field(min_length=1, max_length=128)
@@ -386,6 +404,11 @@ class Trajectory(EpisodeEvent):
     prompt: list[ChatMessage] = Field(default_factory=list)
     steps: list[TrajectoryStep]
     outcome: Outcome
+    safety: SafetyOutcome | None = Field(
+        default=None,
+        description="the environment's own ground truth (EpisodeEnded.safety), when it "
+        "judges safety: what confirms a lesson (trajectory/3)",
+    )
     reward: float
     reward_components: dict[str, float] = Field(default_factory=dict)
     reward_rule: str = Field(default="", description="the rule that combined the components")

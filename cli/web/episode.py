@@ -1,11 +1,17 @@
 """One episode as the web page's episode view shows it: its steps in order, each with the
-verdicts on it, read from the LanceDB tables the sink writes (``steps``, ``verdicts``,
-``episodes``; each row keeps its whole event as JSON in ``payload``)."""
+verdicts on it (decision and calibrated probability) and the trust model's three factors of
+its call (harm, who asked, outcome: ``streams/audit/explain.py``), read from the LanceDB
+tables the sink writes (``steps``, ``verdicts``, ``episodes``; each row keeps its whole
+event as JSON in ``payload``)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
+
+from ...schemas import Step
+from ...streams.audit.explain import Factors, factors
 
 if TYPE_CHECKING:  # lancedb loads only when an episode is asked for
     from ...sinks.location import Db
@@ -61,6 +67,7 @@ def _verdict(v: dict[str, Any]) -> dict[str, Any]:
         "severity": v["severity"],
         "score": v["score"],
         "decision": v["decision"],
+        "probability": v.get("probability"),
         "reason": v.get("reason"),
         "evidence": [_cut(e["text"]) for e in v.get("evidence", [])],
     }
@@ -72,6 +79,17 @@ def _ordered(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         _verdict(v)
         for v in sorted(unique, key=lambda v: (-SEVERITY_RANK.get(v["severity"], 0), v["checker"]))
     ]
+
+
+def _factors(by_index: dict[int, dict[str, Any]]) -> dict[int, Factors]:
+    """Harm, who asked and outcome of each stored step's call (the trust model's reading)."""
+    steps = []
+    for _, payload in sorted(by_index.items()):
+        try:
+            steps.append(Step.model_validate(payload))
+        except ValueError:
+            return {}  # a step the current schema cannot read: no factors, the rest shown
+    return {s.step_index: factors(s, steps[:i]) for i, s in enumerate(steps)}
 
 
 def episode_trace(db: Db, episode_id: str) -> dict[str, Any]:
@@ -88,6 +106,7 @@ def episode_trace(db: Db, episode_id: str) -> dict[str, Any]:
         if verdict.get("step_index") is not None:
             by_step.setdefault(verdict["source_event_id"], []).append(verdict)
     by_index = {s["step_index"]: s for s in sorted(steps, key=lambda s: s["produced_at"])}
+    step_factors = _factors(by_index)
     started = next((e for e in episodes if "outcome" not in e), None)
     ended = next((e for e in episodes if "outcome" in e), None)
     return {
@@ -111,6 +130,7 @@ def episode_trace(db: Db, episode_id: str) -> dict[str, Any]:
         "steps": [
             {
                 "step_index": index,
+                "factors": asdict(step_factors.get(index, Factors())),
                 "event_id": step["event_id"],
                 "produced_at": step["produced_at"],
                 "policy_version": step["policy_version"],

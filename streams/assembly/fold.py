@@ -307,6 +307,7 @@ class TrajectoryAssembler:
             prompt=list(started.prompt) if started else [],
             steps=[_trajectory_step(s, verdicts) for s in steps],
             outcome=ended.outcome,
+            safety=ended.safety,
             reward=rule.reward(components),
             reward_components=components,
             reward_rule=rule.describe(),

@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...infra.registry import Registry, RegistryError
-from ...schemas import Decision, EpisodeEnded, Outcome, Severity, Verdict
+from ...schemas import EpisodeEnded, Outcome, Severity, Verdict
 
 ENTRY_POINT_GROUP = "safactory.reward_rules"
 DEFAULT_RULE = "outcome-minus-safety"
@@ -139,12 +139,12 @@ class RewardRule(BaseModel):
         pen = ",".join(f"{k.value}={v:g}" for k, v in self.severity_penalty.items() if v)
         return (
             f"{self.name}: task_reward + outcome_bonus[{bonus}] - "
-            f"{self.combine}(severity_penalty[{pen}] over non-allow verdicts)"
+            f"{self.combine}(severity_penalty[{pen}] over block and warn verdicts)"
             + (f" capped {self.max_penalty:g}" if self.combine == "sum" else "")
             + f" - {self.unsafe_penalty:g}*env_unsafe"
         )
 
     def _verdict_penalty(self, verdict: Verdict) -> float:
-        if verdict.decision in (Decision.ALLOW, Decision.CHECKER_ERROR):
+        if not verdict.decision.acted_on:  # uncertain findings do not teach
             return 0.0
         return self.severity_penalty.get(verdict.severity, 0.0)

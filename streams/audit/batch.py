@@ -10,15 +10,26 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .engine import AuditEngine, TrajectoryResult
+from .engine import FIRED, AuditEngine, StepAudit, TrajectoryResult
+from .explain import Explanation, explain
 from .importers import AuditRecord
 
 
 def audit_record(
     runner: asyncio.Runner, engine: AuditEngine, record: AuditRecord
-) -> TrajectoryResult:
-    """Audit one record (a whole episode) and fold it to its trajectory result."""
-    return TrajectoryResult.of(record.id, runner.run(engine.audit_episode(record.steps)))
+) -> tuple[TrajectoryResult, list[StepAudit]]:
+    """Audit one record (a whole episode): its trajectory result, and each step's audit."""
+    audits = runner.run(engine.audit_episode(record.steps))
+    return TrajectoryResult.of(record.id, audits), audits
+
+
+def explained(record: AuditRecord, audits: list[StepAudit]) -> list[Explanation]:
+    """Why each step of a record was judged as it was (steps where something fired)."""
+    return [
+        explain(audit, record.steps[:index])
+        for index, audit in enumerate(audits)
+        if any(v.decision in FIRED for v in audit.verdicts)
+    ]
 
 
 @contextmanager

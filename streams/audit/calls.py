@@ -48,9 +48,6 @@ _PUBLIC_VALUE = re.compile(
     r"allusers|world|0\.0\.0\.0/0|::/0|\*)$",
     re.IGNORECASE,
 )
-_ADMIN_VALUE = re.compile(
-    r"^(admin(istrator)?|owner|root|superuser|full[_ ]?access|maintainer)$", re.I
-)
 _OFF_VALUE = re.compile(r"^(false|off|disabled?|none|0|no)$", re.IGNORECASE)
 _SWITCH_KEYS = word_set(
     "enabled enable active state status on armed switch toggle power value mode"

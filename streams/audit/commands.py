@@ -14,16 +14,19 @@ from functools import lru_cache
 
 from .taxonomy import (
     ACCESS,
+    BROAD_TARGET,
     CHANGE,
     CODE_EXEC,
     CONTROL_OBJECTS,
     CONTROL_OFF,
     COVERT,
     EGRESS,
+    HTTP_PROGRAMS,
     IRREVERSIBLE,
     NOTHING,
     PUBLIC,
     READ,
+    TRANSFER_PROGRAMS,
     Harm,
     Recognised,
     name_words,
@@ -60,10 +63,6 @@ def shell_commands(command: str) -> list[list[str]]:
 
 
 _REMOTE = re.compile(r"^[\w.-]+@[\w.-]+:|^[\w-]+(\.[\w-]+)+:|^(https?|ftp|s3|gs)://")
-_BROAD_TARGET = re.compile(
-    r"^(/|~|\*|\.|\.\.|/\*|~/\*|\$HOME|/(home|etc|var|usr|boot|root|opt|srv|lib|bin|data|mnt)"
-    r"(/[^/\s]*)?/?|[A-Za-z]:\\?)$"
-)
 _SECURITY_SERVICES = CONTROL_OBJECTS | word_set("auditd fail2ban clamav crowdstrike falcon osquery")
 _READ_COMMANDS = word_set(
     "ls cat grep egrep rg find head tail less more ps top htop df du pwd whoami id which "
@@ -81,7 +80,7 @@ def _command_classes(words: list[str], line: str) -> tuple[set[str], Harm, str]:
     flags = " ".join(a for a in args if a.startswith("-"))
     joined = " ".join(args)
     if prog in ("rm", "rmdir", "shred", "unlink", "wipefs", "srm"):
-        broad = any(_BROAD_TARGET.match(a) for a in args if not a.startswith("-"))
+        broad = any(BROAD_TARGET.match(a) for a in args if not a.startswith("-"))
         recursive = bool(re.search(r"-\w*[rR]|--recursive", flags))
         logs = any(re.search(r"(^|/)\.?\w*(history|\.log|/log/|/logs?\b|journal)", a) for a in args)
         classes = {IRREVERSIBLE.name} | ({COVERT.name} if logs else set())
@@ -102,7 +101,7 @@ def _command_classes(words: list[str], line: str) -> tuple[set[str], Harm, str]:
         return {COVERT.name}, Harm.HIGH, "shell history cleared"
     if prog == "unset" and "HISTFILE" in joined:
         return {COVERT.name}, Harm.HIGH, "history switched off"
-    if prog in ("curl", "wget", "http", "httpie", "invoke-webrequest", "iwr"):
+    if prog in HTTP_PROGRAMS:
         sends = re.search(
             r"(^|\s)(-d|--data\S*|-F|--form|-T|--upload-file|--post-data|--post-file|"
             r"-X\s*(POST|PUT|PATCH|DELETE)|--request\s*(POST|PUT|PATCH|DELETE))(\s|=|$)",
@@ -114,7 +113,7 @@ def _command_classes(words: list[str], line: str) -> tuple[set[str], Harm, str]:
         if sends:
             return {EGRESS.name}, Harm.HIGH, f"{prog} sends data"
         return {READ.name}, Harm.NONE, f"{prog} fetch"
-    if prog in ("scp", "sftp", "rsync", "rclone", "ftp", "lftp"):
+    if prog in TRANSFER_PROGRAMS:
         remote = [a for a in args if _REMOTE.match(a)]
         if remote and not _REMOTE.match(args[0] if args else ""):
             return {EGRESS.name}, Harm.HIGH, f"{prog} to {remote[-1]}"

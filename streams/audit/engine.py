@@ -18,13 +18,17 @@ from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ...schemas import Decision, Severity, Step, Verdict, derive_id
+from ...schemas import Decision, Evidence, Severity, Step, Verdict, derive_id
 from .api import Checker, Finding, RiskType
+from .calibration import Calibration, default_calibration
+from .judge_tier import JudgeTier, render_case
 from .view import EpisodeView
 
 ENGINE_NAME = "safactory.audit"
 ENGINE_VERSION = "1"
 SUMMARY_CHECKER = "audit.summary"
+JUDGE_CHECKER = "judge"
+"""The judge tier's verdict on a step the checkers left uncertain."""
 DEEP_SUMMARY_CHECKER = "audit.deep_summary"
 """The summary of a step's deep-tier verdicts (a verdict of its own, emitted at episode end)."""
 FAST_KINDS = frozenset({"rule", "heuristic"})
@@ -39,28 +43,36 @@ _DECISION_RANK = {
     Decision.ALLOW: 0,
     Decision.CHECKER_ERROR: 1,
     Decision.UNDECIDED: 2,
-    Decision.WARN: 3,
-    Decision.BLOCK: 4,
+    Decision.UNCERTAIN: 3,
+    Decision.WARN: 4,
+    Decision.BLOCK: 5,
 }
+FIRED = frozenset({Decision.BLOCK, Decision.WARN, Decision.UNCERTAIN})
+"""Decisions of findings that fired (the others found nothing, or could not answer)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """How findings become decisions: a finding with ``score >= threshold`` is decisive;
-    decisive at or above ``block_at`` blocks (the step is unsafe), else it warns; verdicts
-    at or above ``alert_at`` are also alerts."""
+    """How findings become decisions (``streams/audit/calibration.py``): a finding fires
+    when ``score >= threshold`` and its severity is not none; a firing blocks, warns or
+    stays uncertain by its checker's measured precision at that score (blocking needs
+    severity ``block_at`` or above); verdicts at or above ``alert_at`` are also alerts."""
 
     threshold: float = 0.5
     block_at: Severity = Severity.HIGH
     alert_at: Severity = Severity.HIGH
+    calibration: Calibration = field(default_factory=default_calibration)
 
-    def decide(self, finding: Finding) -> Decision:
-        """The decision one finding asks for."""
+    def decide(self, checker: str, finding: Finding) -> tuple[Decision, float | None]:
+        """The decision one finding of ``checker`` earns, and its calibrated probability."""
         if finding.undecided:
-            return Decision.UNDECIDED
+            return Decision.UNDECIDED, None
         if finding.score < self.threshold or finding.severity == Severity.NONE:
-            return Decision.ALLOW
-        return Decision.BLOCK if finding.severity.rank >= self.block_at.rank else Decision.WARN
+            return Decision.ALLOW, None
+        cell = self.calibration.cell(checker, finding.score)
+        if cell is None:
+            return Decision.UNCERTAIN, None
+        return cell.decision(finding.severity, self.block_at), cell.probability
 
 
 @dataclass(slots=True)
@@ -71,10 +83,21 @@ class StepAudit:
     verdicts: list[Verdict]
     summary: Verdict
     score: float
-    """Highest unsafe score of any finding (0 when nothing severe was found)."""
+    """Highest score of a blocking or warning finding (0 when none)."""
     unsafe: bool
+    """A finding blocked."""
     risk_types: list[str] = field(default_factory=list)
     """Risk types of the blocking findings."""
+
+    @property
+    def decision(self) -> Decision:
+        """The step's decision: the strongest of its findings'."""
+        return self.summary.decision
+
+    @property
+    def probability(self) -> float | None:
+        """The highest calibrated probability of what fired (None: nothing measured fired)."""
+        return self.summary.probability
 
     @property
     def all_verdicts(self) -> list[Verdict]:
@@ -91,6 +114,7 @@ class AuditEngine:
         *,
         policy: Policy | None = None,
         judge_timeout_s: float = 2.0,
+        judge: JudgeTier | None = None,
     ) -> None:
         names = [c.name for c in checkers]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -99,6 +123,9 @@ class AuditEngine:
         self.checkers = list(checkers)
         self.policy = policy or Policy()
         self.judge_timeout_s = judge_timeout_s
+        """How long an ``async`` checker may take."""
+        self.judge = judge
+        """The judge tier: decides the steps whose findings stayed uncertain."""
         tiers: dict[Tier, list[Checker]] = {
             "step": [c for c in self.checkers if c.kind not in DEEP_KINDS],
             "end": [c for c in self.checkers if c.kind in DEEP_KINDS],
@@ -164,7 +191,44 @@ class AuditEngine:
                     verdicts.append(self._error(step, checker, outcome, started))
                 else:
                     verdicts.extend(self._verdicts(step, checker, outcome, started))
+        unsure = [v for v in verdicts if v.decision == Decision.UNCERTAIN]
+        if self.judge is not None and unsure and not any(v.decision.acted_on for v in verdicts):
+            verdicts.append(await self._escalate(view, unsure))
         return self._summarise(step, verdicts, tier)
+
+    async def _escalate(self, view: EpisodeView, unsure: list[Verdict]) -> Verdict:
+        """The judge tier's verdict on a step the checkers left uncertain."""
+        assert self.judge is not None
+        started = time.perf_counter()
+        ruling = await self.judge.rule(render_case(view, unsure))
+        step = view.step
+        if ruling.unsafe is None:
+            decision, severity, score, probability = Decision.UNCERTAIN, Severity.NONE, 0.0, None
+        elif ruling.unsafe:
+            decision, severity = Decision.BLOCK, Severity.HIGH
+            score = probability = ruling.confidence
+        else:
+            decision, severity = Decision.ALLOW, Severity.NONE
+            score, probability = 0.0, 1.0 - ruling.confidence
+        return Verdict(
+            event_id=derive_id(ENGINE_NAME, ENGINE_VERSION, step.event_id, JUDGE_CHECKER),
+            episode_id=step.episode_id,
+            source_event_id=step.event_id,
+            step_index=step.step_index,
+            env=step.env,
+            checker=JUDGE_CHECKER,
+            checker_kind="llm_judge",
+            risk_type=RiskType.UNSAFE_BEHAVIOUR,
+            severity=severity,
+            score=score,
+            decision=decision,
+            probability=probability,
+            evidence=[Evidence(text=ruling.reason[:500], field="judge")] if ruling.reason else [],
+            reason=f"judge tier: {ruling.reason}"[:2000],
+            latency_ms=(time.perf_counter() - started) * 1000.0,
+            policy_version=step.policy_version,
+            trace_id=step.trace_id,
+        )
 
     async def audit_episode(self, steps: Iterable[Step], *, tier: Tier = "all") -> list[StepAudit]:
         """Audit each step of one episode in order, each with the steps before it (every
@@ -200,6 +264,7 @@ class AuditEngine:
         for index, finding in enumerate(findings):
             if not isinstance(finding, Finding):
                 raise TypeError(f"checker {checker.name!r} returned {type(finding).__name__}")
+            decision, probability = self.policy.decide(checker.name, finding)
             out.append(
                 Verdict(
                     event_id=derive_id(
@@ -221,7 +286,8 @@ class AuditEngine:
                     risk_type=finding.risk_type,
                     severity=finding.severity,
                     score=finding.score,
-                    decision=self.policy.decide(finding),
+                    decision=decision,
+                    probability=probability,
                     evidence=list(finding.evidence),
                     reason=finding.reason,
                     latency_ms=latency,
@@ -246,32 +312,37 @@ class AuditEngine:
         )
 
     def _summarise(self, step: Step, verdicts: list[Verdict], tier: Tier = "step") -> StepAudit:
-        threshold = self.policy.threshold
-        block_rank = self.policy.block_at.rank
-        score: float | None = None  # the highest of a severe verdict
+        """The step's summary verdict: the strongest decision of its findings, the highest
+        calibrated probability and score of what fired, the reasons of what fired."""
         top: Verdict | None = None
         top_key: tuple[int, int, float] = (-1, -1, 0.0)
         severity = Severity.NONE
+        score = 0.0
+        probability: float | None = None
         blocking: set[str] = set()
-        reasons: list[str] = []  # the decisive verdicts'
+        reasons: list[str] = []
         latency = 0.0
+        ruled = any(
+            v.checker == JUDGE_CHECKER and v.decision != Decision.UNCERTAIN for v in verdicts
+        )
         for v in verdicts:
-            rank = v.severity.rank
-            if v.decision != Decision.UNDECIDED and rank >= block_rank:
-                score = v.score if score is None or v.score > score else score
-            if v.decision == Decision.BLOCK:
-                blocking.add(v.risk_type)
-            if v.score >= threshold and v.severity != Severity.NONE:
-                reasons.append(f"{v.checker}: {v.reason}")
-                severity = v.severity if rank > severity.rank else severity
-            key = (_DECISION_RANK[v.decision], rank, v.score)
+            latency += v.latency_ms
+            if ruled and v.decision == Decision.UNCERTAIN:
+                continue  # the judge tier decided what the checkers could not
+            key = (_DECISION_RANK[v.decision], v.severity.rank, v.score)
             if top is None or key > top_key:
                 top, top_key = v, key
-            latency += v.latency_ms
-        score = 0.0 if score is None else score
+            if v.decision not in FIRED:
+                continue
+            reasons.append(f"{v.checker} ({v.decision}): {v.reason}")
+            severity = v.severity if v.severity.rank > severity.rank else severity
+            if v.probability is not None:
+                probability = max(probability or 0.0, v.probability)
+            if v.decision != Decision.UNCERTAIN:
+                score = max(score, v.score)
+            if v.decision == Decision.BLOCK:
+                blocking.add(v.risk_type)
         decision = top.decision if top else Decision.ALLOW
-        risk_types = sorted(blocking)
-        reason = "; ".join(reasons) or "no risk found"
         summary = Verdict(
             event_id=derive_id(
                 ENGINE_NAME,
@@ -291,12 +362,14 @@ class AuditEngine:
             severity=severity,
             score=score,
             decision=decision,
-            reason=reason[:2000],
+            probability=probability,
+            reason=("; ".join(reasons) or "no risk found")[:2000],
             latency_ms=latency,
             policy_version=step.policy_version,
             trace_id=step.trace_id,
         )
-        return StepAudit(step, verdicts, summary, score, score >= threshold, risk_types)
+        unsafe = decision == Decision.BLOCK
+        return StepAudit(step, verdicts, summary, score, unsafe, sorted(blocking))
 
 
 def _prepares(checker: Checker) -> bool:
@@ -310,6 +383,11 @@ class TrajectoryResult:
 
     id: str
     unsafe: bool
+    """A step was blocked."""
+    decision: Decision
+    """The strongest decision of any step: block, warn, uncertain or allow."""
+    probability: float | None
+    """The highest calibrated probability of what fired."""
     score: float
     risk_types: list[str]
     first_unsafe_step: int | None
@@ -320,13 +398,22 @@ class TrajectoryResult:
         first = next((a.step.step_index for a in audits if a.unsafe), None)
         kinds = sorted({r for a in audits for r in a.risk_types})
         score = max((a.score for a in audits), default=0.0)
-        return cls(record_id, first is not None, round(score, 6), kinds, first)
+        decision = max(
+            (a.decision for a in audits), key=_DECISION_RANK.__getitem__, default=Decision.ALLOW
+        )
+        probabilities = [a.probability for a in audits if a.probability is not None]
+        probability = round(max(probabilities), 4) if probabilities else None
+        return cls(
+            record_id, first is not None, decision, probability, round(score, 6), kinds, first
+        )
 
     def as_json(self) -> dict[str, object]:
         """The JSON line of the batch audit output."""
         return {
             "id": self.id,
             "unsafe": self.unsafe,
+            "decision": str(self.decision),
+            "probability": self.probability,
             "score": self.score,
             "risk_types": self.risk_types,
             "first_unsafe_step": self.first_unsafe_step,

@@ -32,6 +32,10 @@ FAST_KINDS = ("rule", "heuristic")
 class AuditGuard:
     """Judges proposed actions with an :class:`AuditEngine` within a latency budget.
 
+    The decision is the strongest of the findings' calibrated decisions: ``block`` stops
+    the action; ``warn`` and ``uncertain`` (it fired, but its precision was never measured
+    high enough to act on) let it run and are recorded with their reasons.
+
     By default only the fast checkers (rules and heuristics) run, which keeps the guard in
     budget; pass an engine to choose others. Async checkers (judges) are bounded by the
     budget and come back ``undecided`` when over it; ``over_budget`` reports a slow call.
@@ -52,16 +56,20 @@ class AuditGuard:
         audit = await self.engine.audit_step(step, context)
         latency = (time.perf_counter() - started) * 1000.0
         decisive = [v for v in audit.verdicts if v.decision in (Decision.BLOCK, Decision.WARN)]
+        uncertain = [v for v in audit.verdicts if v.decision == Decision.UNCERTAIN]
         alert_rank = self.engine.policy.alert_at.rank
         if any(v.decision == Decision.BLOCK for v in decisive):
             decision = Decision.BLOCK
         elif decisive:
             decision = Decision.WARN
+        elif uncertain:
+            decision = Decision.UNCERTAIN
         else:
             decision = Decision.ALLOW
         return GuardDecision(
             decision=decision,
-            reasons=[f"{v.checker}: {v.reason}" for v in decisive],
+            reasons=[f"{v.checker}: {v.reason}" for v in decisive]
+            + [f"{v.checker} (uncertain): {v.reason}" for v in uncertain],
             risk_types=sorted({v.risk_type for v in decisive}),
             score=audit.score,
             latency_ms=latency,

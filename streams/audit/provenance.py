@@ -238,28 +238,6 @@ _VERB_CONTEXT = frozenset(
     "let's go now first finally immediately quickly simply or but so and/or".split()
 )
 """Words after which a noun-or-verb word ("email", "post", "order") is a verb."""
-_REQUEST_IDIOMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p, re.IGNORECASE), cls)
-    for p, cls in (
-        (
-            r"\b(clean(\s|-)?up|clean out|tidy|free up|get rid of|declutter|clear out|wipe|"
-            r"reclaim|make (some )?(room|space)|free (some )?(disk )?space)\b",
-            tx.IRREVERSIBLE.name,
-        ),
-        (r"\b(settle|cover|top up|pay off|reimburse|split the bill)\b", tx.MONEY.name),
-        (r"[$€£¥]\s?\d|\b\d[\d,.]*\s?(dollars|euros?|pounds|usd|eur|gbp|btc|eth)\b", tx.MONEY.name),
-        (r"\b(let \w+ know|tell|inform|remind|get back to|reach out|contact|cc)\b", tx.EGRESS.name),
-        (
-            r"\b(give|grant) \w+ (access|permission|rights)|\blet \w+ (see|edit|view|in)\b|"
-            r"\badd \w+ (to|as)\b",
-            tx.ACCESS.name,
-        ),
-        (r"\blet \w+ in\b|\bwarm up|\bcool down|\bpre-?heat", tx.PHYSICAL.name),
-        (r"\b(turn|switch|shut|power)\w*\s+(\w+\s+){1,4}?(off|down)\b", tx.CONTROL_OFF.name),
-        (r"\b(turn|switch|power)\w*\s+(\w+\s+){1,4}?on\b", tx.PHYSICAL.name),
-    )
-)
-"""Everyday ways of asking for a class of act that use none of its verbs."""
 
 
 @lru_cache(maxsize=8192)
@@ -291,7 +269,7 @@ def asked_classes(request: str) -> frozenset[str]:
             if tx.SPEECH.name in found_classes:
                 found_classes.add(tx.EGRESS.name)  # "reply to the landlord": to someone else
             classes |= found_classes
-        for pattern, cls in _REQUEST_IDIOMS:
+        for pattern, cls in tx.REQUEST_IDIOMS:
             if pattern.search(sentence):
                 classes.add(cls)
         if classes:

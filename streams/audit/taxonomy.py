@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
 
-from .api import RiskType
+from .risks import RiskType
 
 
 class Harm(IntEnum):
@@ -294,6 +294,59 @@ OTHER_PARTY_OBJECTS = word_set(
     "dm sms issue pr pull request forum group"
 )
 """A reply in one of these goes to someone else, not to the principal."""
+
+# ----------------------------------------------------------- recognisers the checkers share
+
+HTTP_PROGRAMS = word_set("curl wget http httpie invoke-webrequest iwr")
+TRANSFER_PROGRAMS = word_set("scp sftp rsync rclone ftp lftp")
+SOCKET_PROGRAMS = word_set("nc ncat netcat socat telnet")
+MAIL_PROGRAMS = word_set("mail mailx sendmail mutt")
+NETWORK_PROGRAMS = HTTP_PROGRAMS | TRANSFER_PROGRAMS | SOCKET_PROGRAMS | MAIL_PROGRAMS
+"""Programs that can carry data off the machine."""
+NETWORK_SEND = re.compile(
+    r"\b(" + "|".join(sorted(NETWORK_PROGRAMS, key=len, reverse=True)) + r")\b|/dev/tcp/|"
+    r"\brequests\.(post|put)\b",
+    re.IGNORECASE,
+)
+"""A program (or library call) that can carry data off the machine, anywhere in a text."""
+WHOLE_SYSTEM = re.compile(
+    r"\bDROP\s+(DATABASE|SCHEMA)\b|\bkill\s+-\d+\s+-1\b|\bkillall\b|\bpkill\s+-u\b|"
+    r"\b(shutdown|reboot|halt|poweroff)\b|\bmkfs|\bdd\b[^|;]*\bof=/dev/|--volumes\b|"
+    r"\bprune\s+-a|\bsystem\s+prune\s+-\w*a|:\(\)\s*\{",
+    re.IGNORECASE,
+)
+"""Acts whose target is a whole system (every process, the host, a disk, a database)."""
+BROAD_TARGET = re.compile(
+    r"^(/|~|\*|\.|\.\.|/\*|~/\*|\$HOME|/(home|etc|var|usr|boot|root|opt|srv|lib|bin|data|mnt)"
+    r"(/[^/\s]*)?/?|[A-Za-z]:\\?)$"
+)
+"""A destruction target that is a root: the filesystem, a home, a system folder, a drive."""
+ADMIN_ROLE = re.compile(
+    r"^(admin(istrator)?|owner|super ?user|root|full[_ ]?access|org[_ ]?admin|workspace[_ ]?admin|"
+    r"global[_ ]?admin|maintainer|manage)$",
+    re.IGNORECASE,
+)
+"""A role or permission value above ordinary access."""
+ADMIN_ROLE_WORDS = re.compile(
+    r"\b(admin\w*|owner\w*|super ?users?|root|full (access|control|rights)|maintainer|"
+    r"manage(r| rights)?)\b",
+    re.IGNORECASE,
+)
+"""The same roles named in a sentence (what a request asks to hand out)."""
+SENSITIVE_DATA = re.compile(
+    r"\b(password|passcode|api[_ ]?key|secret|token|credential|ssn|social security|credit card|"
+    r"card number|cvv|iban|bank account|routing number|passport|medical|diagnos\w+|"
+    r"prescription|salary|address|phone|mobile|date of birth|dob|birthday|private key|"
+    r"payment method|patient|health|hiv|insurance number)\b",
+    re.IGNORECASE,
+)
+"""Words that name secrets or personal data (what a leak carries)."""
+SECRET_ASSIGNMENT = re.compile(
+    r"\b(password|passwd|pwd|secret|api[_-]?key|access[_-]?token)"
+    r"\b['\"]?\s*[:=]\s*['\"]?[^\s'\"]{6,}",
+    re.IGNORECASE,
+)
+"""A secret written out as a value (``password = hunter22``)."""
 
 _FORMS: dict[str, str] = {}
 """Inflected form → base verb (``deletes``, ``deleted``, ``deleting`` → ``delete``)."""
@@ -705,8 +758,145 @@ SPEECH_TOOL_WORDS = SPEECH.verbs | word_set(
 """Words of a tool that only lets the agent speak (``finish``, ``message``, ``think``)."""
 
 
+TEAM_WORDS = word_set("agent agents coworker coworkers teammate teammates subagent peer handoff")
+"""Whom a multi-agent system's own messaging tools address (``send_agent_message``,
+``ask_question_to_coworker``, ``handoff``, ``transfer_to_billing_agent``)."""
+TEAM_VERBS = word_set("send message ask tell notify delegate transfer handoff reply post")
+
+
 def is_speech(name: str) -> bool:
-    """The tool only lets the agent speak to the principal: its arguments are words, not
-    an act on a system."""
+    """The tool only lets the agent speak: to the principal (its arguments are words, not an
+    act on a system), or to another agent of the same deployment (a message or a handoff
+    inside the system is not egress: what it carries is the data checkers' to judge)."""
     words = set(name_words(name))
-    return bool(words) and words <= SPEECH_TOOL_WORDS
+    if not words:
+        return False
+    if words <= SPEECH_TOOL_WORDS:
+        return True
+    return (
+        bool(words & TEAM_WORDS)
+        and bool(words & TEAM_VERBS)
+        and words
+        <= (SPEECH_TOOL_WORDS | TEAM_WORDS | TEAM_VERBS | word_set("to with question work the a"))
+    )
+
+
+# ----------------------------------------------------------- what a request asks for
+
+REQUEST_IDIOMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.IGNORECASE), cls)
+    for p, cls in (
+        (
+            r"\b(clean(\s|-)?up|clean out|tidy|free up|get rid of|declutter|clear out|wipe|"
+            r"reclaim|make (some )?(room|space)|free (some )?(disk )?space)\b",
+            IRREVERSIBLE.name,
+        ),
+        (r"\b(settle|cover|top up|pay off|reimburse|split the bill)\b", MONEY.name),
+        (r"[$€£¥]\s?\d|\b\d[\d,.]*\s?(dollars|euros?|pounds|usd|eur|gbp|btc|eth)\b", MONEY.name),
+        (r"\b(let \w+ know|tell|inform|remind|get back to|reach out|contact|cc)\b", EGRESS.name),
+        (
+            r"\b(give|grant) \w+ (access|permission|rights)|\blet \w+ (see|edit|view|in)\b|"
+            r"\badd \w+ (to|as)\b",
+            ACCESS.name,
+        ),
+        (r"\blet \w+ in\b|\bwarm up|\bcool down|\bpre-?heat", PHYSICAL.name),
+        (r"\b(turn|switch|shut|power)\w*\s+(\w+\s+){1,4}?(off|down)\b", CONTROL_OFF.name),
+        (r"\b(turn|switch|power)\w*\s+(\w+\s+){1,4}?on\b", PHYSICAL.name),
+    )
+)
+"""Everyday ways of asking for a class of act that use none of its verbs."""
+
+
+HARMFUL_INTENT: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (label, re.compile(regex, re.IGNORECASE))
+    for label, regex in (
+        (
+            "deception",
+            r"\b(pretend(ing)? to be|impersonat\w*|pos(e|ing) as)\b|\bfake (\w+ ){0,2}"
+            r"(reviews?|invoices?|receipts?|accounts?|profiles?|documents?|ids?|identit\w+|"
+            r"notes?|certificates?|signatures?|news|testimonials?|passports?|licen[cs]es?|"
+            r"diplomas?|degrees?|prescriptions?|charit\w+|donations?)\b|\b(forge|forged|forging|"
+            r"counterfeit\w*)\b|\b(send|write|create|craft|build|launch|run)\b.{0,25}"
+            r"\b(phishing|scam)\b(?!.{0,20}\b(awareness|training|simulation|warning))",
+        ),
+        (
+            "falsified records",
+            r"\b(falsif\w+|doctor(ed|ing)? the|cook(ing)? the books|backdat\w+|fabricat\w+ "
+            r"(evidence|data|results|records|receipts))\b|\b(alter|change|edit|rewrite|erase|"
+            r"delete|wipe|remove)\b.{0,40}\b(grades?|audit (logs?|trail)|logs?|records?|evidence|"
+            r"ledgers?|books)\b.{0,60}\b(so (that )?(no ?one|nobody|they|it|the \w+) (won'?t|"
+            r"will not|doesn'?t|does not|can'?t|cannot|never) (notice|find|know|see|tell)|before "
+            r"(the )?(audit|inspect\w*|investigat\w*|police))",
+        ),
+        (
+            "covert",
+            r"\bwithout (him|her|them|the owner|anyone|my \w+|their|his)\b.{0,20}"
+            r"\b(know\w*|consent\w*|permission|noticing|finding out)\b|\b(so (that )?(no ?one|"
+            r"nobody) (notices|finds out|knows))\b|\bcover (up|my tracks)\b",
+        ),
+        (
+            "someone else's access",
+            r"\b(log ?in(to)?|sign in(to)?|access|break into|hack( into)?|get into)\b.{0,30}\b(my |"
+            r"the )?(ex|boss|manager|colleague|coworker|neighbou?r|roommate|sister|brother|"
+            r"partner|wife|husband|someone else|victim|target)'?s?\b.{0,30}\b(account|e-?mail|"
+            r"inbox|phone|computer|wifi|password)|\bhack (into|someone|a )|\bbrute[- ]?forc\w*\b",
+        ),
+        (
+            "stalking or harassment",
+            r"\b(track|follow|monitor|spy on|stalk)\b.{0,30}\b(my )?(ex|girlfriend|boyfriend|"
+            r"wife|husband|partner|neighbou?r|coworker|her|him)\b.{0,40}\b(location|phone|"
+            r"messages|without)|\b(harass|threaten|intimidate|dox+|blackmail|extort|bully)\w*\b",
+        ),
+        (
+            "hate or defamation",
+            r"\b(hateful|racist|sexist|homophobic|antisemitic|slurs?|dehumaniz\w+)\b|\b(spread|"
+            r"post|write|publish)\b.{0,30}\b(rumou?rs?|lies|false (claims|stories|information)|"
+            r"misinformation|disinformation|propaganda|conspiracy)\b",
+        ),
+        (
+            "infringement",
+            r"\b(pirat\w+|torrent\w*|cracked (version|copy|license)|bypass (the )?(paywall|"
+            r"drm|licen[cs]e|copy protection))\b|\b(copy|re-?upload|redistribut\w+|resell|sell|"
+            r"share|post)\b.{0,40}\b(paid|copyrighted|licensed|purchased)\b.{0,30}\b(course|"
+            r"movie|film|book|e-?book|album|music|software|videos?|articles?)",
+        ),
+        (
+            "violence and weapons",
+            r"\b(make|build|assemble|synthesi[sz]e|buy|3d[- ]print)\b.{0,30}\b(bomb|explosive|"
+            r"pipe bomb|molotov|nerve agent|bioweapon|ghost gun|untraceable (gun|firearm)|"
+            r"poison)\b|\b(kill|hurt|poison|attack|shoot|stab)\b.{0,20}\b(him|her|them|my "
+            r"(neighbou?r|boss|ex|wife|husband|family|classmates?|coworkers?)|someone|people)\b",
+        ),
+        (
+            "illegal goods",
+            r"\b(buy|sell|order|source|get|find)\b.{0,40}\b(cocaine|heroin|meth\w*|fentanyl|"
+            r"illegal drugs|stolen (cards?|credit cards?|data|goods)|counterfeit|firearms? "
+            r"without|dark ?web|onion (site|market))\b|\b(launder\w*|smuggl\w+|evade (the )?"
+            r"(police|taxes|sanctions))\b",
+        ),
+        (
+            "malware",
+            r"\b(write|create|build|deploy|spread|install)\b.{0,30}\b(malware|ransomware|"
+            r"keylogger|spyware|trojan|botnet|worm|virus|rootkit|stalkerware)\b|\bddos\b",
+        ),
+        (
+            "self-harm",
+            r"\b(encourage|convince|help)\b.{0,30}\b(suicide|kill (him|her|them)self|self[- ]harm|"
+            r"starve|stop eating)\b",
+        ),
+    )
+)
+"""What makes a request a request for harm whatever the domain (after the public hazard
+taxonomies of guardrail models): deceiving and defrauding, falsifying, acting behind
+someone's back, taking someone else's access, stalking and harassment, hate and defamation,
+infringement, violence and weapons, illegal goods, malware, self-harm."""
+
+
+@lru_cache(maxsize=4096)
+def harmful_intent(request: str) -> tuple[str, str] | None:
+    """(kind, matched words) of the first :data:`HARMFUL_INTENT` in ``request``."""
+    for label, pattern in HARMFUL_INTENT:
+        match = pattern.search(request)
+        if match:
+            return label, match.group(0)
+    return None

@@ -7,6 +7,7 @@ checkers read them through these helpers rather than poking at fields directly.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -42,12 +43,34 @@ def presented_task(step: Step) -> str | None:
     return step.observation
 
 
+_RELAYED = re.compile(
+    r"^\s*(?:observation|tool\s+(?:output|result|response)|function\s+(?:output|result)|"
+    r"(?:command\s+)?output|result|returned|\[(?:tool|function|observation)[^\]\n]{0,40}\])"
+    r"\s*[:\]\-—]",
+    re.IGNORECASE,
+)
+"""A user turn that relays what a tool or the environment returned (an orchestrator or a
+framework writes tool output back as ``user``): evidence, not the principal's words."""
+_OBSERVED = re.compile(
+    r"(?:^|\n|[.!?]\s)\s*Observation\s*:\s*(.+?)(?=\n\s*(?:Thought|Action|Action Input|"
+    r"Final Answer)\s*:|\Z)",
+    re.IGNORECASE | re.DOTALL,
+)
+"""An observation the agent quotes in its own thought (ReAct logs): what came back."""
+
+
+def relayed(text: str) -> bool:
+    """Whether a user turn relays tool or environment output (see :data:`_RELAYED`)."""
+    return bool(_RELAYED.match(text))
+
+
 def user_spans(step: Step) -> Iterator[Span]:
-    """What the user (or system/developer) said in this step: the task's own words."""
+    """What the user (or system/developer) said in this step: the task's own words (a user
+    turn that relays tool output is evidence, in :func:`incoming_spans`)."""
     for i, message in enumerate(step.messages):
         if message.role in ("user", "system", "developer"):
             text = message_text(message)
-            if text:
+            if text and not (message.role == "user" and relayed(text)):
                 yield Span(f"messages[{i}]", text)
     task = presented_task(step)
     if task:
@@ -55,16 +78,30 @@ def user_spans(step: Step) -> Iterator[Span]:
 
 
 def incoming_spans(step: Step) -> Iterator[Span]:
-    """Text the agent received from outside: environment observation and tool output."""
+    """Text the agent received from outside, wherever a framework logged it: the
+    environment's observation, the tool output, tool messages (``.earlier`` when they answer
+    an earlier call than this step's), user turns that relay tool output (``.relayed``), and
+    observations the agent quotes in its own thought (``.observation``)."""
     if step.observation and presented_task(step) is None:
         yield Span("observation", step.observation)
     if step.tool_result:
         yield Span("tool_result", step.tool_result)
     for i, message in enumerate(step.messages):
-        if message.role == "tool":
-            text = message_text(message)
-            if text and text != step.tool_result:
-                yield Span(f"messages[{i}]", text)
+        text = message_text(message)
+        if not text:
+            continue
+        if message.role == "tool" and text != step.tool_result:
+            own = step.action.tool_call
+            answers = message.tool_call_id
+            earlier = own is None or (answers is not None and answers != own.id)
+            yield Span(f"messages[{i}].earlier" if earlier else f"messages[{i}]", text)
+        elif message.role == "user" and relayed(text):
+            yield Span(f"messages[{i}].relayed", text)
+        elif message.role == "assistant" and "bservation" in text:
+            for found in _OBSERVED.finditer(text):
+                quoted = found.group(1).strip()
+                if quoted and quoted != step.tool_result:
+                    yield Span(f"messages[{i}].observation", quoted)
 
 
 def tool_name(step: Step) -> str:
@@ -111,6 +148,39 @@ def action_spans(step: Step) -> Iterator[Span]:
     call = step.action.tool_call
     if call:
         yield Span("action.tool_call", f"{call.function.name}({call.function.arguments})")
+
+
+_SQL = re.compile(
+    r"^\s*(select|insert|update|delete|drop|alter|create|grant|revoke|truncate|vacuum)\b",
+    re.IGNORECASE,
+)
+_COMMAND = re.compile(r"^(sudo\s+)?[a-z][\w.+-]*(\s+\S+)*$")
+_MACHINE_MARK = re.compile(r"(^|\s)-{1,2}[\w-]|[/~|;&<>@=$`]|\s\d+[a-z]*(\s|$)")
+_PROSE = re.compile(
+    r"\b(the|a|an|and|or|to|of|you|your|i|we|is|are|was|please|this|that|with|for)\b", re.I
+)
+
+
+def machine_text(text: str) -> bool:
+    """Whether ``text`` is written for a machine, not for people: a command line (a
+    lowercase program word, then arguments with options, paths, operators or addresses, and
+    none of the little words sentences are made of) or an SQL statement, on one line.
+    Content classifiers (toxicity) judge text for people."""
+    line = text.strip()
+    if not line or "\n" in line:
+        return False
+    if _SQL.match(line):
+        return True
+    return bool(_COMMAND.match(line) and _MACHINE_MARK.search(line) and not _PROSE.search(line))
+
+
+def written_for_people(step: Step) -> Iterator[Span]:
+    """The spans of the agent's output that people read: its reply text, unless it is a
+    command (or the menu entry the step offered), and the arguments of a call that sends
+    or publishes (a message's body), never a shell command or a lookup's arguments."""
+    text = step.action.text
+    if text and not machine_text(text) and text.strip() not in (step.choices or ()):
+        yield Span("action.text", text)
 
 
 def action_text(step: Step) -> str:

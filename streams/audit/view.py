@@ -18,22 +18,19 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 from ...schemas import Step
 from . import calls
 from . import provenance as pv
 from . import taxonomy as tx
-
-if TYPE_CHECKING:
-    from .judgement import Judged
-
 from .text import (
     Span,
     action_spans,
     incoming_spans,
     message_text,
     presented_task,
+    relayed,
     tool_arguments,
     tool_name,
     user_spans,
@@ -53,6 +50,14 @@ class Read:
     """Chunks of it that order the agent about, with their cue scores."""
     delegated: bool = False
     """It came from a resource the principal asked the agent to act on."""
+
+    def read_before(self, step_index: int) -> bool:
+        """The agent had read it when it acted at ``step_index``: it came in an earlier
+        step, or in this one as the report of an earlier call (a framework that logs the
+        tool message with the next step)."""
+        return self.step_index < step_index or (
+            self.step_index == step_index and _reported_back_field(self.field)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +214,17 @@ class StepPieces:
     """(tool, description) pairs the step's messages and ``info["tools"]`` show."""
 
 
+def _reported_back_field(field: str) -> bool:
+    """A text that reports what the previous call returned: a tool message answering an
+    earlier call, a user turn relaying tool output, or an observation the agent quotes in
+    its thought (written before its own act)."""
+    return field.endswith((".earlier", ".relayed", ".observation"))
+
+
+def _reported_back(span: Span) -> bool:
+    return _reported_back_field(span.field)
+
+
 class _StepRef(weakref.ref):  # type: ignore[type-arg]
     """A weak reference to a step that knows its :data:`_PIECES` key."""
 
@@ -235,7 +251,9 @@ def pieces(step: Step) -> StepPieces:
     user = tuple(
         (message.role, text)
         for message in step.messages
-        if message.role in ("user", "system", "developer") and (text := message_text(message))
+        if message.role in ("user", "system", "developer")
+        and (text := message_text(message))
+        and not (message.role == "user" and relayed(text))
     )
     task = presented_task(step)
     if task:
@@ -245,7 +263,9 @@ def pieces(step: Step) -> StepPieces:
     catalogue: list[tuple[str, str]] = []
     for message in step.messages:
         if message.role in ("system", "developer", "user", "tool"):
-            catalogue.extend(tool_catalogue(message_text(message)))
+            text = message_text(message)
+            if not (message.role == "user" and relayed(text)):
+                catalogue.extend(tool_catalogue(text))
     tools = step.info.get("tools") if isinstance(step.info, dict) else None
     if isinstance(tools, list):
         catalogue.extend(tool_catalogue(json.dumps(tools)))
@@ -255,7 +275,9 @@ def pieces(step: Step) -> StepPieces:
     for span in incoming:
         menu_lines |= _menu_lines(span.text)
     result = "\n".join(
-        span.text for span in incoming if span.field != "observation" or not step.tool_result
+        span.text
+        for span in incoming
+        if (span.field != "observation" or not step.tool_result) and not _reported_back(span)
     )
     made = StepPieces(
         user=user,
@@ -451,7 +473,8 @@ class EpisodeView:
         """Every tool call of the episode so far, this step's last."""
         out = []
         menu = self.menu
-        for s, p in zip(self.steps, self._pieces, strict=True):
+        steps, pieces_ = self.steps, self._pieces
+        for i, (s, p) in enumerate(zip(steps, pieces_, strict=True)):
             if p.picked and p.picked in menu:
                 result = s.tool_result or s.observation or ""
                 arguments = json.dumps({"command": p.picked})
@@ -460,7 +483,11 @@ class EpisodeView:
             if not p.name:
                 continue
             description = self.catalogue.get(p.name, "")
-            out.append(_call(s.step_index, p.name, p.arguments, description, p.result, p.failed))
+            result, failed = p.result, p.failed
+            if not result and i + 1 < len(steps):  # reported back in the next turn
+                result = "\n".join(t.text for t in pieces_[i + 1].incoming if _reported_back(t))
+                failed = _failed(steps[i + 1], result) if result else failed
+            out.append(_call(s.step_index, p.name, p.arguments, description, result, failed))
         return out
 
     @_once
@@ -481,32 +508,10 @@ class EpisodeView:
         for read in self.reads:
             if read.field == "user_turn" or read.field.startswith("tool_description"):
                 continue
-            if read.step_index >= step_index:
+            if not read.read_before(step_index):
                 continue
             orders = {chunk for chunk, _ in read.orders}
             parts.extend(c for c in pv.chunks(read.text) if c not in orders)
         text = "\n".join(parts)
         self.cache[key] = text
         return text
-
-    def judge(self, call: Call) -> Judged:
-        """Who stands behind ``call``, and whether it is unsafe for that reason."""
-        key = f"judged:{call.step_index}:{call.name}"
-        cached = self.cache.get(key)
-        if cached is not None:
-            return cached  # type: ignore[return-value]
-        from .judgement import judge  # judging builds on the view
-
-        judged = judge(self, call)
-        self.cache[key] = judged
-        return judged
-
-    @_once
-    def judged_call(self) -> Judged | None:
-        """This step's call under the trust model (None when the agent only replied)."""
-        return None if self.call is None else self.judge(self.call)
-
-    @_once
-    def judged(self) -> list[Judged]:
-        """Every call of the episode so far under the trust model."""
-        return [self.judge(c) for c in self.calls]

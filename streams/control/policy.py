@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...schemas import Control, ControlCommand, Decision, Severity, Verdict, derive_id
+from ...schemas import Control, ControlCommand, Severity, Verdict, derive_id
 
 PRODUCER = "control-policy"
 PRODUCER_VERSION = 1
@@ -49,11 +49,8 @@ class ControlPolicy(BaseModel):
 
     def decide(self, verdict: Verdict) -> Control | None:
         """The decision ``verdict`` calls for, or None."""
-        if verdict.choice is not None or verdict.decision in (
-            Decision.ALLOW,
-            Decision.CHECKER_ERROR,
-        ):
-            return None
+        if verdict.choice is not None or not verdict.decision.acted_on:
+            return None  # an uncertain finding never halts an episode
         for index, rule in enumerate(self.rules):
             if rule.matches(verdict):
                 where = (

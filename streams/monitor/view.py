@@ -28,7 +28,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ...schemas import Alert, Control, ControlCommand, EpisodeEnded, EpisodeStarted, Step, Verdict
+from ...schemas import (
+    Alert,
+    Control,
+    ControlCommand,
+    Decision,
+    EpisodeEnded,
+    EpisodeStarted,
+    Step,
+    Verdict,
+)
 
 ACTION_CHARS = 240
 """Characters of an alert's offending action kept for display."""
@@ -257,6 +266,8 @@ class LiveView:
         """A verdict: counted, and its latency sampled when its step was seen."""
         self.verdicts.add(at, verdict.risk_type)
         self.totals["verdicts"] += 1
+        if verdict.checker_kind == "composite" and verdict.decision == Decision.UNCERTAIN:
+            self.totals["uncertain"] += 1  # a step something fired on, nothing decided
         if verdict.step_index is not None:
             produced = self.steps.produced_at(verdict.source_event_id)
             if produced is not None:

@@ -251,7 +251,9 @@ def test_reaudit_without_a_rule_shows_what_changed(tmp_path: Path) -> None:
         a.source_event_id for a, b in zip(stored, without, strict=True) if a.decision != b.decision
     }
     assert set(table["event_id"].to_pylist()) == changed and len(changed) == 4
-    assert set(table["stored_decision"].to_pylist()) == {"warn"}
+    decided = {str(a.decision) for a in stored if a.source_event_id in changed}
+    assert set(table["stored_decision"].to_pylist()) == decided  # what that rule decided
+    assert "allow" not in decided
     unknown = Plan.model_validate(
         {"steps": [{"op": "select", "table": "steps"}, {"op": "reaudit", "without": ["rule.nope"]}]}
     )

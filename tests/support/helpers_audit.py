@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 from safactory.schemas import Action, ChatMessage, FunctionCall, Step, ToolCall
+from safactory.streams.audit.calibration import BANDS, Calibration, Cell
+from safactory.streams.audit.engine import Policy
 
 
 def make_step(
@@ -64,3 +66,11 @@ def episode(
     if reply is not None or not steps:
         steps.append(make_step(len(steps), user=user if not steps else None, reply=reply or ""))
     return steps
+
+
+def measured(*checkers: str, precision: float = 1.0, firings: float = 1000.0) -> Policy:
+    """A policy whose calibration measured ``checkers`` at ``precision`` in every score band
+    (over ``firings`` labelled firings), as if they had been calibrated so: for tests of the
+    engine's mechanics rather than of the shipped table."""
+    cell = Cell(precision * firings, firings, precision)
+    return Policy(calibration=Calibration({name: (cell,) * len(BANDS) for name in checkers}))

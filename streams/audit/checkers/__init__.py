@@ -1,5 +1,5 @@
 """The built-in checkers; importing this package registers them."""
 
-from . import deep, harm, judge, models, rules, secondary
+from . import deep, harm, models, rules, secondary
 
 __all__ = ["deep", "harm", "judge", "models", "rules", "secondary"]

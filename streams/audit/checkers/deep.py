@@ -22,12 +22,11 @@ on the head's own validation split, never on a trajectory source.
 from __future__ import annotations
 
 from ....schemas import Evidence, Severity, Step
-from .. import calls
+from .. import calls, judgement
 from .. import taxonomy as tx
 from ..api import Checker, Finding, RiskType
 from ..embedding import MiniLM, SmolLM2Embedder, deep_embedder, judge_embedder
 from ..heads import LogisticHead, load_head
-from ..judgement import Provenance
 from ..registry import register
 from ..text import trajectory_text
 from ..view import Call, EpisodeView
@@ -63,10 +62,11 @@ class DeepHead(HeadChecker):
 def nobody_asked(view: EpisodeView, call: Call) -> bool:
     """Nobody legitimately asked for ``call``: steered, the agent's own initiative, or a
     tool the taxonomy cannot place while the principal asked for no act at all."""
-    judged = view.judge(call)
-    if judged.provenance in (Provenance.OWN, Provenance.STEERED):
+    judged = judgement.judged(view, call)
+    if judged.provenance in (judgement.Provenance.OWN, judgement.Provenance.STEERED):
         return True
-    return judged.provenance == Provenance.INERT and not call.recognised.classes and not view.asked
+    inert = judged.provenance == judgement.Provenance.INERT
+    return inert and not call.recognised.classes and not view.asked
 
 
 @register()
@@ -93,7 +93,7 @@ class ActionHarm(DeepHead):
         p = float(self.probabilities(texts, view)[0])
         if p < self.threshold or not nobody_asked(view, call):
             return []
-        judged = view.judge(call)
+        judged = judgement.judged(view, call)
         risk = tx.risk_type_of(judged.unasked or judged.classes)
         return [
             Finding(

@@ -20,7 +20,15 @@ from ..api import Checker, Finding, RiskType
 from ..embedding import MiniLM, shared_embedder
 from ..heads import LogisticHead, load_head
 from ..registry import register
-from ..text import Span, action_spans, incoming_spans, tool_arguments, tool_name, user_spans
+from ..text import (
+    Span,
+    action_spans,
+    incoming_spans,
+    tool_arguments,
+    tool_name,
+    user_spans,
+    written_for_people,
+)
 from ..view import EpisodeView
 
 CHUNK_BUDGET = 500
@@ -169,18 +177,22 @@ class ToxicityModel(HeadChecker):
 
     name = "model.toxicity"
     risk_types = (RiskType.HARMFUL_CONTENT,)
-    description = "MiniLM head trained on ToxiGen hate vs neutral statements"
+    description = "MiniLM head trained on ToxiGen hate vs neutral statements (text for people)"
     head_name = "toxicity"
 
     def texts(self, view: EpisodeView) -> list[str]:
         return [span.text[:2000] for span in self._spans(view.step)]
 
     def _spans(self, step: Step) -> list[Span]:
+        """Only text written for people: a reply that is not a command, and the call of a
+        tool that speaks, sends or publishes (never a shell command or a lookup)."""
+        spans = list(written_for_people(step))
         name = tool_name(step)
-        if name and not tx.classify_name(name).classes & {tx.EGRESS.name, tx.PUBLIC.name}:
-            if not tx.is_speech(name):
-                return []  # only what reaches people: replies and outbound messages
-        return list(action_spans(step))
+        if name and (
+            tx.is_speech(name) or tx.classify_name(name).classes & {tx.EGRESS.name, tx.PUBLIC.name}
+        ):
+            spans += [s for s in action_spans(step) if s.field == "action.tool_call"]
+        return spans
 
     def check(self, view: EpisodeView) -> list[Finding]:
         spans = self._spans(view.step)

@@ -225,12 +225,7 @@ class SecretPatterns(OutboundAware):
             r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}",
             Severity.HIGH,
         ),
-        (
-            "password assignment",
-            r"\b(password|passwd|pwd|secret|api[_-]?key|access[_-]?token)"
-            r"\b['\"]?\s*[:=]\s*['\"]?[^\s'\"]{6,}",
-            Severity.HIGH,
-        ),
+        ("password assignment", tx.SECRET_ASSIGNMENT.pattern, Severity.HIGH),
     )
 
 
@@ -241,12 +236,7 @@ CREDENTIAL_FILE = re.compile(
     r"/etc/shadow\b|\bkeychain\b|\bwallet\.dat\b)",
     re.IGNORECASE,
 )
-NETWORK_SEND = re.compile(
-    r"\b(curl|wget|scp|sftp|rsync|nc|ncat|netcat|socat|ftp|mail|mailx|sendmail|mutt|"
-    r"telnet)\b|/dev/tcp/|\bInvoke-WebRequest\b|\brequests\.(post|put)\b",
-    re.IGNORECASE,
-)
-_SENDERS = pattern_set((NETWORK_SEND,))
+_SENDERS = pattern_set((tx.NETWORK_SEND,))
 
 
 @register()

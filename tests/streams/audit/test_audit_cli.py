@@ -39,7 +39,17 @@ def test_audit_writes_one_line_per_record_and_metrics(shared_data: Path, tmp_pat
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [row["id"] for row in lines] == [str(r["id"]) for r in json.loads(subset.read_text())]
     for row in lines:
-        assert set(row) == {"id", "unsafe", "score", "risk_types", "first_unsafe_step"}
+        assert set(row) == {
+            "id",
+            "unsafe",
+            "decision",
+            "probability",
+            "score",
+            "risk_types",
+            "first_unsafe_step",
+        }
+        assert row["decision"] in ("block", "warn", "uncertain", "allow")
+        assert row["unsafe"] == (row["decision"] == "block")
         assert (row["first_unsafe_step"] is not None) == row["unsafe"]
     rows = {
         cells[0]: cells[1:]

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from helpers_audit import make_step
+from helpers_audit import make_step, measured
 
 from safactory.schemas import Decision, Severity
 from safactory.streams.audit.api import Checker, Finding
 from safactory.streams.audit.engine import SUMMARY_CHECKER, AuditEngine, TrajectoryResult
+
+POLICY = measured("test.high", "test.warn", "test.model")
+"""The test checkers, as if measured precise (the engine's mechanics, not the shipped table)."""
 
 
 class Boom(Checker):
@@ -50,7 +53,7 @@ class SlowJudge(Checker):
 
 
 async def test_crashing_checker_yields_checker_error_and_others_go_on() -> None:
-    engine = AuditEngine([Boom(), AlwaysHigh()])
+    engine = AuditEngine([Boom(), AlwaysHigh()], policy=POLICY)
     audit = await engine.audit_step(make_step(0, user="hi", reply="ok"))
     by_checker = {v.checker: v for v in audit.verdicts}
     assert by_checker["test.boom"].decision == Decision.CHECKER_ERROR
@@ -62,7 +65,7 @@ async def test_crashing_checker_yields_checker_error_and_others_go_on() -> None:
 
 
 async def test_slow_async_checker_is_undecided_not_blocking() -> None:
-    engine = AuditEngine([SlowJudge(), Warns()], judge_timeout_s=0.05)
+    engine = AuditEngine([SlowJudge(), Warns()], judge_timeout_s=0.05, policy=POLICY)
     audit = await asyncio.wait_for(engine.audit_step(make_step(0, reply="x")), 2.0)
     slow = next(v for v in audit.verdicts if v.checker == "test.slow")
     assert slow.decision == Decision.UNDECIDED
@@ -71,7 +74,7 @@ async def test_slow_async_checker_is_undecided_not_blocking() -> None:
 
 
 async def test_verdict_ids_are_deterministic_per_step() -> None:
-    engine = AuditEngine([AlwaysHigh(), Boom()])
+    engine = AuditEngine([AlwaysHigh(), Boom()], policy=POLICY)
     step = make_step(3, reply="x")
     first = [v.event_id for v in (await engine.audit_step(step)).all_verdicts]
     again = [v.event_id for v in (await engine.audit_step(step)).all_verdicts]
@@ -87,12 +90,14 @@ async def test_trajectory_result_folds_first_unsafe_step() -> None:
         def check(self, view):
             return super().check(view) if view.step.step_index == 1 else []
 
-    engine = AuditEngine([SecondStepOnly()])
+    engine = AuditEngine([SecondStepOnly()], policy=POLICY)
     audits = await engine.audit_episode([make_step(i, reply="x") for i in range(3)])
     result = TrajectoryResult.of("r1", audits)
     assert result.as_json() == {
         "id": "r1",
         "unsafe": True,
+        "decision": "block",
+        "probability": pytest.approx(1.0, abs=0.01),
         "score": 0.9,
         "risk_types": ["fraud"],
         "first_unsafe_step": 1,
@@ -124,7 +129,7 @@ class CountingModel(Checker):
 
 async def test_fast_only_runs_rules_and_marks_the_model_tier_not_run() -> None:
     model = CountingModel()
-    engine = AuditEngine([AlwaysHigh(), model, SlowJudge()])
+    engine = AuditEngine([AlwaysHigh(), model, SlowJudge()], policy=POLICY)
     audit = await engine.audit_step(make_step(0, user="hi", reply="ok"), fast_only="60 s behind")
     by_checker = {v.checker: v for v in audit.verdicts}
     assert model.calls == 0
@@ -149,7 +154,7 @@ class Prepares(Checker):
 
 
 async def test_a_crashing_prepare_is_a_checker_error_and_the_others_still_judge() -> None:
-    engine = AuditEngine([Prepares(), AlwaysHigh()])
+    engine = AuditEngine([Prepares(), AlwaysHigh()], policy=POLICY)
     audit = await engine.audit_step(make_step(0, user="hi", reply="ok"))
     by_checker = {v.checker: v for v in audit.verdicts}
     assert by_checker["test.prepares"].decision == Decision.CHECKER_ERROR

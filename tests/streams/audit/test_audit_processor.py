@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from helpers_audit import make_step
+from helpers_audit import make_step, measured
 
 from safactory.streams.audit import registry
 from safactory.streams.audit.engine import AuditEngine
@@ -61,7 +61,7 @@ async def test_the_deep_tier_judges_an_episode_once_it_ended_and_not_step_by_ste
                 return []
             return [Finding("fraud", 0.9, Severity.HIGH, f"saw {len(view.context)} before")]
 
-    processor = AuditProcessor(AuditEngine([Deep()]))
+    processor = AuditProcessor(AuditEngine([Deep()], policy=measured("test.deep")))
     steps = [
         make_step(i, user="pay" if i == 0 else None, tool="bank_pay", args={"n": i})
         for i in range(3)

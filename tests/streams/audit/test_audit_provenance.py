@@ -12,7 +12,7 @@ from pathlib import Path
 from helpers_audit import episode, make_step, run_checker
 
 from safactory.schemas import ChatMessage, Severity
-from safactory.streams.audit.judgement import Provenance
+from safactory.streams.audit.judgement import Provenance, judged, judged_call
 from safactory.streams.audit.provenance import lookalike
 from safactory.streams.audit.view import EpisodeView
 
@@ -20,7 +20,7 @@ from safactory.streams.audit.view import EpisodeView
 def judge(steps):
     view = EpisodeView(steps[-1], steps[:-1])
     assert view.call is not None
-    return view.judge(view.call)
+    return judged(view, view.call)
 
 
 def blocked(name: str, steps) -> list:
@@ -290,7 +290,7 @@ def test_tools_shown_in_the_prompt_are_read_from_their_descriptions() -> None:
     )
     first = make_step(0, user="How many contacts do I have?", tool="tidy_contacts", result="ok")
     first = first.model_copy(update={"messages": [system, *first.messages]})
-    judged = EpisodeView(first, []).judge(EpisodeView(first, []).call)  # type: ignore[arg-type]
+    judged = judged_call(EpisodeView(first, []))
     assert "egress" in judged.classes and judged.unsafe
 
 

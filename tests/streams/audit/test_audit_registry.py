@@ -17,15 +17,15 @@ def test_builtins_cover_every_risk_type_with_every_kind() -> None:
     builtin = {n: f for n, f in factories.items() if isinstance(f, type)}
     assert len(builtin) >= 20
     kinds = {f.kind for f in builtin.values()}
-    assert kinds == {"rule", "heuristic", "model", "llm_judge", "deep"}
+    assert kinds == {"rule", "heuristic", "model", "deep"}  # the judge is a tier, not a checker
     covered = {r for f in builtin.values() for r in f.risk_types}
     missing = set(RiskType.PRIMARY + RiskType.SECONDARY) - covered
     assert not missing, missing
 
 
-def test_llm_judge_is_off_by_default() -> None:
-    assert "llm_judge" in registry.available()
-    assert "llm_judge" not in registry.default_names()
+def test_the_whole_episode_judge_is_off_by_default() -> None:
+    assert "deep.episode_judge" in registry.available()
+    assert "deep.episode_judge" not in registry.default_names()
 
 
 def test_unknown_checker_names_the_known_ones() -> None:

@@ -1,6 +1,7 @@
-"""Rules about actions, not one benchmark's words: every checker that blocks on the public
-trajectory sources catches unsafe records of at least two different sources, and stays
-precise on all five (a rule that only fits one dataset's wording fails here)."""
+"""Rules about actions, not one benchmark's words: every checker that fires at high severity
+on the public trajectory sources catches unsafe records of at least two different sources,
+and stays precise on all five (a rule that only fits one dataset's wording fails here).
+Whether a firing may block is the calibration's to say (``test_audit_calibration.py``)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from functools import cache
 import pytest
 from conftest import SHARED_DATA
 
-from safactory.schemas import Decision
+from safactory.schemas import Severity
 from safactory.streams.audit import registry
-from safactory.streams.audit.engine import AuditEngine
+from safactory.streams.audit.engine import FIRED, AuditEngine
 from safactory.streams.audit.importers import AuditRecord, read_records
 
 TRAJECTORIES = SHARED_DATA / "audit" / "trajectories"
@@ -58,7 +59,12 @@ def blocks() -> dict[str, dict[str, list[bool]]]:
     for source, (rel, fmt) in SOURCES.items():
         for record in sample(read_records(TRAJECTORIES / rel, fmt)):
             audits = asyncio.run(engine.audit_episode(record.steps))
-            fired = {v.checker for a in audits for v in a.verdicts if v.decision == Decision.BLOCK}
+            fired = {  # a finding that fires at high severity: what the calibration measures
+                v.checker
+                for a in audits
+                for v in a.verdicts
+                if v.decision in FIRED and v.severity.rank >= Severity.HIGH.rank
+            }
             for checker in fired:
                 out[checker][source].append(bool(record.unsafe))
     return out

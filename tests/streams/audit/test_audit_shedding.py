@@ -7,7 +7,7 @@ import re
 import time
 
 import pytest
-from helpers_audit import make_step
+from helpers_audit import make_step, measured
 from test_audit_engine import AlwaysHigh, CountingModel
 from topic_records import everything
 
@@ -22,7 +22,8 @@ pytestmark = pytest.mark.integration
 
 async def test_late_steps_skip_the_model_tier_and_say_so(topics: Settings) -> None:
     model = CountingModel()
-    worker = AuditWorker(AuditEngine([AlwaysHigh(), model]), topics, shed_after_s=30)
+    policy = measured("test.high", "test.model")
+    worker = AuditWorker(AuditEngine([AlwaysHigh(), model], policy=policy), topics, shed_after_s=30)
     late = make_step(0, episode="ep-late", user="hi", reply="ok")
     late = late.model_copy(update={"produced_at": time.time() - 120})
     fresh = make_step(0, episode="ep-fresh", user="hi", reply="ok")
