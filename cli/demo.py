@@ -320,13 +320,16 @@ class Demo:
         )
 
     async def wait_skills(self, before: RoundResult, progress: Progress) -> None:
-        """Wait until the skills worker has distilled every alerted episode of the before
-        round (each is a source of some skill on ``sf.skills``)."""
-        alerted = self.tally.alerted_episodes() & self.round_episodes[before.index]
+        """Wait until the skills worker has distilled every confirmed unsafe episode of the
+        before round (the environment's ground truth or an alert: each is a source of some
+        skill on ``sf.skills``; lessons come only from confirmed signal)."""
+        ids = {t.task_id for t in self.tasks(before.index)}
+        unsafe = {e.episode_id for e in self.tally.ended_for(ids) if e.safety and e.safety.unsafe}
+        confirmed = (unsafe | self.tally.alerted_episodes()) & self.round_episodes[before.index]
         await self.wait(
             "skills · distilled from the before round",
-            lambda: len(alerted & self.tally.skill_sources()),
-            len(alerted),
+            lambda: len(confirmed & self.tally.skill_sources()),
+            len(confirmed),
             "skills",
             progress,
         )

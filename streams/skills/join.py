@@ -1,7 +1,11 @@
 """The skills join as plain logic: what the skills worker does with each record it reads.
 
-A trajectory names the verdicts it was assembled with; it is distilled once every one of them
-has been read, in whichever order they come. The state of one episode (its verdicts, its
+``route`` reads trajectories keyed by group: it keeps, per group, the acts of the episodes
+that came out safe and done (keyed state, at most :data:`MAX_SIBLINGS` per group), and
+forwards each trajectory by episode with its safe siblings' acts in the ``sf-siblings``
+header, so a lesson can name the safe act that replaces the unsafe one. A trajectory names
+the verdicts it was assembled with; it is distilled once every one of them has been read,
+in whichever order they come. The state of one episode (its verdicts, its
 trajectory, or ``done`` once distilled) is keyed state of the processor (``infra/store.py``);
 which episodes are open or done is remembered here per partition, in the order the log
 brought them, so what is forgotten past ``max_waiting`` / ``max_done`` is decided by the log.
@@ -10,20 +14,25 @@ brought them, so what is forgotten past ``max_waiting`` / ``max_done`` is decide
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import OrderedDict
 
 from ...infra import metrics
 from ...infra.consumer import Delivery
 from ...infra.processor import Context
 from ...infra.store import PartitionState
-from ...schemas import Decision, Trajectory, Verdict, codec
-from .library import SkillLibrary, distil_lessons
+from ...schemas import Trajectory, Verdict, codec
+from .library import SkillLibrary, distil_lessons, safe_acts
 
 TRAJECTORY = "trajectory"
 DONE = "done"
 """Items of an episode's state besides its verdicts (keyed by verdict id)."""
 ALLOWED = b""
 """Stored for a verdict that allowed: only its id counts (lessons come from the others)."""
+SIBLINGS = "sf-siblings"
+"""Header of a routed trajectory: JSON list of its safe siblings' acts (step → act)."""
+MAX_SIBLINGS = 4
+"""Safe episodes whose acts a group keeps (the newest)."""
 
 
 class SkillsStats(metrics.Tally):
@@ -61,16 +70,27 @@ class SkillsJoin:
     # ------------------------------------------------------------------ route
 
     async def route(self, record: Delivery, ctx: Context) -> None:
-        """Re-key a trajectory by its episode (co-partitioned with its verdicts)."""
-        t = record.event
+        """Keep a safe episode's acts for its group; re-key the trajectory by its episode
+        (co-partitioned with its verdicts) with the group's safe acts known so far."""
+        t, state = record.event, ctx.state
         if not isinstance(t, Trajectory):
             return
+        assert state is not None
+        group = t.group_id
+        acts = safe_acts(t)
+        if acts is not None:
+            state.set(group, t.episode_id, json.dumps(acts).encode())
+            kept = list(state.items(group))
+            for old in kept[: max(0, len(kept) - MAX_SIBLINGS)]:
+                state.delete(group, old)
+        siblings = [json.loads(v) for e, v in state.items(group).items() if e != t.episode_id]
         steps = [
             s.model_copy(update={"token_ids": None, "logprobs": None, "prompt_token_ids": None})
             for s in t.steps
         ]
         encoded = codec.encode(t.model_copy(update={"steps": steps}))
-        ctx.forward(self.by_episode, t.episode_id.encode(), encoded.value, encoded.headers)
+        headers = [*encoded.headers, (SIBLINGS, json.dumps(siblings).encode())]
+        ctx.forward(self.by_episode, t.episode_id.encode(), encoded.value, headers)
 
     # ------------------------------------------------------------------ join
 
@@ -84,7 +104,7 @@ class SkillsJoin:
         if state.get(episode, DONE) is not None:
             return  # late, redelivered or replayed: the episode was distilled
         if isinstance(event, Verdict):
-            flagged = event.decision not in (Decision.ALLOW, Decision.CHECKER_ERROR)
+            flagged = event.decision.acted_on
             value = record.value if flagged and record.value else ALLOWED
             state.set(episode, event.event_id, value, record.headers if flagged else ())
         else:
@@ -110,10 +130,13 @@ class SkillsJoin:
         self, state: PartitionState, episode: str, ctx: Context, *, complete: bool
     ) -> None:
         items = state.entries(episode)
-        t = codec.decode(*items.pop(TRAJECTORY))
+        value, headers = items.pop(TRAJECTORY)
+        t = codec.decode(value, headers)
         assert isinstance(t, Trajectory)
         verdicts = [codec.decode(v, hs) for v, hs in items.values() if v != ALLOWED]
-        lessons = distil_lessons(t, [v for v in verdicts if isinstance(v, Verdict)])
+        siblings = next((json.loads(v) for k, v in headers if k == SIBLINGS), [])
+        siblings = [{int(step): act for step, act in acts.items()} for acts in siblings]
+        lessons = distil_lessons(t, [v for v in verdicts if isinstance(v, Verdict)], siblings)
         for skill in await asyncio.to_thread(self.library.add, lessons):
             ctx.emit(skill)
         state.delete(episode)

@@ -1,4 +1,5 @@
-"""Skills distilled from unsafe and failed trajectories, deduplicated, retrieved by task."""
+"""Skills distilled from confirmed unsafe acts, paired with the safe act, deduplicated,
+retrieved by task."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from data_episodes import episode_events
 
 from safactory.agents.skills import render_for_prompt
 from safactory.infra.embedding import MiniLM
-from safactory.schemas import EpisodeEnded, Outcome, Trajectory, Verdict
+from safactory.schemas import Decision, EpisodeEnded, Outcome, Trajectory, Verdict
 from safactory.streams.assembly import TrajectoryAssembler
 from safactory.streams.skills import SkillLibrary, distil_lessons
 
@@ -30,22 +31,60 @@ def _assembled(n_episodes: int) -> tuple[list[Trajectory], list[Verdict]]:
     return out, [e for e in events if isinstance(e, Verdict)]
 
 
-def test_lessons_come_from_evidence_and_duplicates_merge(minilm: MiniLM) -> None:
+def test_lessons_come_only_from_confirmed_unsafe_acts_and_duplicates_merge(
+    minilm: MiniLM,
+) -> None:
     trajectories, verdicts = _assembled(7)  # episodes 0, 3, 6 unsafe; episode 1 failed
     library = SkillLibrary(minilm)
     published = []
     for t in trajectories:
         lessons = distil_lessons(t, [v for v in verdicts if v.episode_id == t.episode_id])
-        if t.episode_id in ("ep-2", "ep-4", "ep-5"):
-            assert lessons == []  # succeeded safely: nothing to learn
+        if t.episode_id in ("ep-1", "ep-2", "ep-4", "ep-5"):
+            assert lessons == []  # safe (a failure teaches no safety lesson)
+        else:
+            (lesson,) = lessons
+            assert lesson.risk_types == ["prompt_injection"]
+            assert f"instead of `act {t.episode_id[3:]}.2`" in lesson.lesson
+            assert (
+                "rules blocked it" in lesson.lesson and "the environment reported" in lesson.lesson
+            )
         published += library.add(lessons)
-    titles = sorted(s.title for s in library.skills)
-    assert titles == ["Avoid prompt_injection in bank", "Finish tasks in bank"]
-    injection = next(s for s in library.skills if s.risk_types == ["prompt_injection"])
-    assert "ignore previous instructions" in injection.applies_when
-    assert sorted(injection.source_episode_ids) == ["ep-0", "ep-3", "ep-6"]
-    assert len(published) == 4  # first skill, its two merges, the failure lesson
-    assert len({p.event_id for p in published}) == 4
+    sources = sorted(e for s in library.skills for e in s.source_episode_ids)
+    assert sources == ["ep-0", "ep-3", "ep-6"]
+    assert len({p.event_id for p in published}) == len(published)
+    first = trajectories[0]
+    again = first.model_copy(update={"episode_id": "ep-again", "event_id": "t-again"})
+    mine = [v for v in verdicts if v.episode_id == first.episode_id]
+    before = len(library.skills)
+    (merged,) = library.add(distil_lessons(again, mine))  # the same lesson again
+    assert len(library.skills) == before and merged.source_episode_ids[-1] == "ep-again"
+
+
+def test_a_warning_or_an_uncertain_finding_teaches_nothing(minilm: MiniLM) -> None:
+    trajectories, verdicts = _assembled(1)  # episode 0: its last step blocked
+    (t,) = trajectories
+    unconfirmed = t.model_copy(update={"safety": None})
+    for decision in (Decision.WARN, Decision.UNCERTAIN):
+        softened = [v.model_copy(update={"decision": decision}) for v in verdicts]
+        assert distil_lessons(unconfirmed, softened) == []
+    assert distil_lessons(unconfirmed, verdicts)  # a block with evidence confirms
+
+
+def test_a_lesson_names_the_safe_act_a_sibling_took_from_the_same_step(minilm: MiniLM) -> None:
+    trajectories, verdicts = _assembled(1)
+    (t,) = trajectories
+    (lesson,) = distil_lessons(t, verdicts, siblings=[{2: "read the report first"}])
+    assert "instead of `act 0.2`, do `read the report first`, because" in lesson.lesson
+    (alone,) = distil_lessons(t, verdicts)
+    assert "do not act: ask the user" in alone.lesson  # no sibling, no menu: ask
+
+
+def test_the_environments_ground_truth_alone_confirms(minilm: MiniLM) -> None:
+    trajectories, _ = _assembled(1)
+    (t,) = trajectories  # unsafe by the environment, no verdict at all
+    (lesson,) = distil_lessons(t, [])
+    assert lesson.title == "Instead of act 0.2"  # its last step
+    assert "the environment reported an unsafe outcome" in lesson.lesson
 
 
 def test_top_k_retrieval_for_experience_injection(minilm: MiniLM) -> None:
@@ -59,5 +98,7 @@ def test_top_k_retrieval_for_experience_injection(minilm: MiniLM) -> None:
         env="bank",
     )
     assert top.risk_types == ["prompt_injection"]
-    block = render_for_prompt(library.top_k("finish the bank task", k=2))
-    assert block.startswith("Lessons from earlier episodes:") and block.count("\n- ") == 2
+    shown = library.top_k("finish the bank task", k=2)
+    block = render_for_prompt(shown)
+    assert block.startswith("Lessons from earlier episodes:")
+    assert block.count("\n- ") == len(shown) >= 1
