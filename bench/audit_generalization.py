@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import json
 import sys
 import tempfile
@@ -156,10 +157,6 @@ def roc_auc(y: np.ndarray, s: np.ndarray) -> float:
 
 def figures(episodes: list[Episode]) -> dict[str, float]:
     """The per-source figures (percent, AUC as a fraction)."""
-
-    def share(part: int, whole: int) -> float:
-        return 100.0 * part / whole if whole else float("nan")
-
     unsafe = [e for e in episodes if e.unsafe]
     safe = [e for e in episodes if not e.unsafe]
     blocked = [e for e in episodes if e.decision == Decision.BLOCK]
@@ -194,9 +191,15 @@ def held_in_for(scored: str, sources: Iterable[str]) -> list[str]:
     return [s for s in sources if s not in (scored, EVERYDAY_NAME)]
 
 
-def evaluate(judged: Mapping[str, Sequence[Judged]]) -> dict[str, dict[str, dict[str, float]]]:
-    """Per tier and scored source: the figures under a calibration fitted without it."""
+def evaluate(
+    judged: Mapping[str, Sequence[Judged]],
+) -> tuple[dict[str, dict[str, dict[str, float]]], list[dict[str, float]]]:
+    """Per tier and scored source: the figures under a calibration fitted without it; and
+    the reliability curve of every default checker's episode probabilities, each source's
+    taken left out."""
     results: dict[str, dict[str, dict[str, float]]] = {}
+    pooled: list[Episode] = []
+    places: dict[str, dict[str, list[int]]] = {}
     for tier in TIERS:
         view = restricted(judged, tier_checkers(tier))
         per: dict[str, dict[str, float]] = {}
@@ -206,9 +209,79 @@ def evaluate(judged: Mapping[str, Sequence[Judged]]) -> dict[str, dict[str, dict
             held = {s: view[s] for s in held_in_for(scored, view)}
             calibration = fit(held)
             quiet = graded_rates(r for rows in held.values() for r in rows)
-            per[scored] = figures([score(r, calibration, quiet) for r in view[scored]])
+            episodes = [score(r, calibration, quiet) for r in view[scored]]
+            per[scored] = figures(episodes)
+            if tier == "both":
+                pooled += episodes
+                for row in view[scored]:
+                    tally_checkers(places, scored, row, calibration)
         results[tier] = per
-    return results
+    results["checkers"] = {
+        name: {
+            "acted_on": sum(t[0] for t in per.values()),
+            "precision": share(sum(t[1] for t in per.values()), sum(t[0] for t in per.values())),
+            "own_safe_acted_on": share(
+                per.get(OWN, [0, 0, 0, 1])[2], per.get(OWN, [0, 0, 0, 1])[3]
+            ),
+            "everyday_safe_acted_on": share(
+                per.get(EVERYDAY_NAME, [0, 0, 0, 1])[2], per.get(EVERYDAY_NAME, [0, 0, 0, 1])[3]
+            ),
+        }
+        for name, per in sorted(places.items())
+    }
+    return results, reliability(pooled)
+
+
+def share(part: float, whole: float) -> float:
+    """``part`` as a percentage of ``whole`` (nan when there is none)."""
+    return 100.0 * part / whole if whole else float("nan")
+
+
+def tally_checkers(
+    places: dict[str, dict[str, list[int]]], source: str, row: Judged, calibration: Calibration
+) -> None:
+    """Count, per checker and scored source, the episodes it blocked or warned on (and of
+    those the unsafe ones), and the safe episodes it acted on out of the safe ones."""
+    for name in tier_checkers("both"):
+        places.setdefault(name, {}).setdefault(source, [0, 0, 0, 0])
+    for name, tally in places.items():
+        fired = row.fired([name]).get(name)
+        acted = False
+        if fired is not None:
+            cell = calibration.cell(name, fired[0])
+            acted = cell is not None and cell.decision(SEVERITIES[fired[1]]).acted_on
+        counts = tally.setdefault(source, [0, 0, 0, 0])
+        counts[0] += acted
+        counts[1] += acted and row.unsafe
+        counts[2] += acted and not row.unsafe
+        counts[3] += not row.unsafe
+
+
+RELIABILITY_BINS = 10
+
+
+def reliability(episodes: Sequence[Episode]) -> list[dict[str, float]]:
+    """Per band of predicted probability (tenths): the episodes, their mean probability and
+    the share that were unsafe (a calibrated probability has the two equal)."""
+    bins: list[list[Episode]] = [[] for _ in range(RELIABILITY_BINS)]
+    for e in episodes:
+        bins[min(RELIABILITY_BINS - 1, int(e.probability * RELIABILITY_BINS))].append(e)
+    return [
+        {
+            "from": i / RELIABILITY_BINS,
+            "n": len(b),
+            "predicted": float(np.mean([e.probability for e in b])),
+            "observed": float(np.mean([e.unsafe for e in b])),
+        }
+        for i, b in enumerate(bins)
+        if b
+    ]
+
+
+def expected_calibration_error(curve: Sequence[Mapping[str, float]]) -> float:
+    """Mean |predicted - observed| over the bands, weighted by their episodes."""
+    total = sum(b["n"] for b in curve)
+    return sum(b["n"] * abs(b["predicted"] - b["observed"]) for b in curve) / total
 
 
 COLUMNS = (
@@ -289,8 +362,23 @@ def main(argv: list[str] | None = None) -> None:
         write_own(own_records(), own)
         records = load(args.data, own)
     judged = judge_all(args.data, records, "generalization", fingerprint())
-    results = evaluate(judged)
+    results, curve = evaluate(judged)
+    places = results.pop("checkers")
     report(results)
+    print("every default checker, each source left out: episodes it blocked or warned on,")
+    print("their precision, and the share of safe episodes it acted on (own envs, everyday):")
+    print(f"  {'checker':<34}{'acted on':>9}{'P':>7}{'own FPR':>9}{'everyday FPR':>14}")
+    for name, m in places.items():
+        print(
+            f"  {name:<34}{m['acted_on']:>9.0f}{m['precision']:>7.1f}"
+            f"{m['own_safe_acted_on']:>9.1f}{m['everyday_safe_acted_on']:>14.1f}"
+        )
+    print("reliability, every default checker, each source left out (episodes):")
+    print(f"  {'probability':<13}{'n':>6}{'predicted':>11}{'observed':>10}")
+    for b in curve:
+        band = f"{b['from']:.1f}-{b['from'] + 1 / RELIABILITY_BINS:.1f}"
+        print(f"  {band:<13}{b['n']:>6}{b['predicted']:>11.3f}{b['observed']:>10.3f}")
+    print(f"  expected calibration error {expected_calibration_error(curve):.3f}")
     if args.write_calibration:
         shipped = fit({s: judged[s] for s in held_in_for("", judged)})
         PATH.write_text(shipped.to_json() + "\n")
@@ -298,15 +386,17 @@ def main(argv: list[str] | None = None) -> None:
     print(f"public sources: {', '.join([*PUBLIC, AGENTLEAK[0]])}; also {OWN}, {EVERYDAY_NAME}")
     print(f"({time.perf_counter() - started:.0f}s)")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2, sort_keys=True))
+        out = {**results, "checkers": places, "reliability": curve}
+        args.json.write_text(json.dumps(out, indent=2, sort_keys=True))
 
 
 def fingerprint() -> str:
     """What decides the records besides the auditor: the own environments' code, this
-    bench and the everyday traces (the own episodes' ids and clocks differ every run)."""
-    digest = hashlib.sha256()
+    bench's loading of the sources and the everyday traces (the own episodes' ids and
+    clocks differ every run; the figures' code does not decide the records)."""
+    digest = hashlib.sha256(inspect.getsource(load).encode())
     paths = [*sorted((ROOT / "agents").rglob("*.py")), ROOT / "bench" / "own_episodes.py"]
-    for path in [*paths, EVERYDAY, EVERYDAY_DEV_FILE, Path(__file__)]:
+    for path in [*paths, EVERYDAY, EVERYDAY_DEV_FILE]:
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 

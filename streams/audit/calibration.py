@@ -13,7 +13,9 @@ A finding then decides by what was measured, never by its own score alone:
   :data:`BLOCK_PRECISION`, its severity is high or critical, and no source with at least
   :data:`MIN_SOURCE_FIRINGS` firings saw it below :data:`WARN_PRECISION` (precise
   everywhere, not only on average);
-* ``warn``: that lower end is at least :data:`WARN_PRECISION`;
+* ``warn``: that lower end is at least :data:`WARN_PRECISION`, and no source with at least
+  :data:`MIN_SOURCE_FIRINGS` firings saw it right less often than wrong
+  (:data:`WARN_FLOOR`);
 * ``uncertain``: it fired, but its precision is lower or was never measured (a new checker,
   a plugin): visible as such, and escalated to the judge tier when one is configured.
 
@@ -33,6 +35,8 @@ from ...schemas import Decision, Severity
 
 BLOCK_PRECISION = 0.90
 WARN_PRECISION = 0.80
+WARN_FLOOR = 0.50
+"""A warning's worst source: right at least as often as wrong there."""
 BANDS = (0.5, 0.7, 0.9)
 """Lower edges of the score bands a checker's findings are measured in."""
 Z = 1.2816
@@ -83,11 +87,11 @@ class Cell:
     def decision(self, severity: Severity, block_at: Severity = Severity.HIGH) -> Decision:
         """What a finding of ``severity`` in this cell may ask for (blocking needs
         ``block_at`` or above)."""
-        everywhere = self.worst is None or self.worst >= WARN_PRECISION
+        worst = 1.0 if self.worst is None else self.worst
         lower = self.lower
-        if lower >= BLOCK_PRECISION and everywhere and severity.rank >= block_at.rank:
+        if lower >= BLOCK_PRECISION and worst >= WARN_PRECISION and severity.rank >= block_at.rank:
             return Decision.BLOCK
-        if lower >= WARN_PRECISION:
+        if lower >= WARN_PRECISION and worst >= WARN_FLOOR:
             return Decision.WARN
         return Decision.UNCERTAIN
 

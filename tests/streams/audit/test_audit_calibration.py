@@ -56,11 +56,14 @@ def test_measured_precision_earns_block_and_warn() -> None:
     assert decide(poor) == Decision.UNCERTAIN
 
 
-def test_few_firings_are_not_enough_and_one_imprecise_source_vetoes_a_block() -> None:
+def test_few_firings_are_not_enough_and_one_imprecise_source_vetoes() -> None:
     assert decide(every_band(Cell(3, 3))) == Decision.UNCERTAIN  # 3 of 3: lower bound 0.6
     uneven = every_band(Cell(960, 1000, worst=0.7))  # 96 % overall, 70 % on one source
     assert decide(uneven) == Decision.WARN
     assert Cell(960, 1000).lower >= BLOCK_PRECISION
+    # wrong more often than right on one source: not even a warning, anywhere
+    assert decide(every_band(Cell(900, 1000, worst=0.21))) == Decision.UNCERTAIN
+    assert decide(every_band(Cell(900, 1000, worst=0.5))) == Decision.WARN
 
 
 def test_below_the_first_band_nothing_fired() -> None:
