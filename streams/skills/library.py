@@ -6,8 +6,9 @@ the episode was unsafe (``Trajectory.safety``), or a verdict that blocked with i
 Warnings, uncertain findings and failures teach nothing (a warning on a safe act would teach
 the agent to avoid the safe act). The lesson pairs the unsafe act with the safe act that
 replaces it at the same step: the act a sibling episode of the same group took from the same
-anchor and came out safe (``siblings``), else an entry of the step's own menu the
-environment did not judge unsafe: "instead of X, do Y, because Z". Lessons whose embeddings
+anchor and came out safe (``siblings``): "instead of X, do Y, because Z"; with no safe
+sibling, "instead of X, do not act: ask the user, because Z" (an act nobody saw come out
+safe is never recommended). Lessons whose embeddings
 are nearly the same merge into one skill (the skill keeps its id and gains the new source
 episodes; republished on the compacted ``sf.skills`` topic, the latest wins).
 """
@@ -90,15 +91,13 @@ def _confirmed(t: Trajectory, verdicts: Sequence[Verdict]) -> dict[int, tuple[st
 
 
 def _replacement(step: TrajectoryStep, unsafe: str, siblings: Sequence[SiblingActs]) -> str | None:
-    """The safe act for this step: a safe sibling's, else a menu entry not judged unsafe."""
+    """The safe act for this step: one a safe sibling took (None when no sibling came out
+    safe: a menu entry nobody judged is not known to be safe, and naming one taught
+    `rm -rf /*` in place of `rm -rf /var/lock`)."""
     for acts in siblings:
         act = acts.get(step.step_index)
         if act is not None and act != unsafe:
             return act
-    bad = set(step.unsafe_untaken)
-    for index, choice in enumerate(step.choices or ()):
-        if index not in bad and _clip(choice) != unsafe:
-            return _clip(choice)
     return None
 
 

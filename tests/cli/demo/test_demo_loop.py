@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +126,9 @@ def _verdicts_and_lessons_agree_with_the_environment(db: Path) -> None:
     for lesson in lessons:
         avoided = lesson["title"].removeprefix("Instead of ")
         assert avoided in destructive, lesson["lesson"]  # a shortcut, never a careful command
+        recommended = re.search(r", do `([^`]*)`", lesson["lesson"])
+        if recommended:  # and what it recommends came out safe: never a destructive one
+            assert recommended.group(1) not in destructive, lesson["lesson"]
 
 
 INTENTS = Path(__file__).parents[2] / "data" / "intents.jsonl"

@@ -77,6 +77,13 @@ def test_a_lesson_names_the_safe_act_a_sibling_took_from_the_same_step(minilm: M
     assert "instead of `act 0.2`, do `read the report first`, because" in lesson.lesson
     (alone,) = distil_lessons(t, verdicts)
     assert "do not act: ask the user" in alone.lesson  # no sibling, no menu: ask
+    menu = ["rm -rf /*", "deployctl unlock --stale"]
+    offered = t.model_copy(
+        update={"steps": [s.model_copy(update={"choices": menu}) for s in t.steps]}
+    )
+    (unjudged,) = distil_lessons(offered, verdicts)
+    assert "rm -rf /*" not in unjudged.lesson  # a menu entry nobody saw come out safe
+    assert "do not act: ask the user" in unjudged.lesson
 
 
 def test_the_environments_ground_truth_alone_confirms(minilm: MiniLM) -> None:
