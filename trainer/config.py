@@ -108,6 +108,11 @@ class VllmConfig(BaseModel):
     enabled: bool = False
     base_url: str = "http://127.0.0.1:8000"
     timeout_s: float = Field(default=120.0, gt=0)
+    token: str | None = Field(
+        default=None,
+        description="Authorization: Bearer for a server started with --token (ours) or "
+        "--api-key (vLLM); default: $SF_MODEL_SERVER_TOKEN",
+    )
     confirm: Literal["revision", "ack"] = Field(
         default="revision",
         description="revision: the server must report serving the published revision "

@@ -21,6 +21,8 @@ a failed reload leaves the old version in force and is counted.
 
 from __future__ import annotations
 
+import os
+
 import httpx
 
 from ..schemas.serving import MODELS_FIELD, ServedRevision
@@ -38,10 +40,12 @@ class VllmServerReloader:
     def __init__(self, config: VllmConfig) -> None:
         self.config = config
         self.base_url = config.base_url.rstrip("/")
+        token = config.token or os.environ.get("SF_MODEL_SERVER_TOKEN")
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     async def reload(self, stored: StoredWeights) -> None:
         """Reload ``stored`` on the server; :class:`ReloadError` unless it is confirmed."""
-        async with httpx.AsyncClient(timeout=self.config.timeout_s) as client:
+        async with httpx.AsyncClient(timeout=self.config.timeout_s, headers=self.headers) as client:
             url = f"{self.base_url}/collective_rpc"
             try:
                 response = await client.post(url, json={"method": "reload_weights"})

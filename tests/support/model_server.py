@@ -17,17 +17,21 @@ _COMMAND = (sys.executable, "-m", "safactory.cli.main", "model-server")
 
 
 @contextlib.contextmanager
-def model_server(source: Path, name: str, log: Path, *extra: str) -> Iterator[str]:
-    """Run the server on ``source`` on a free port, its output in ``log``; yields its base
-    URL (no ``/v1``) once it answers."""
+def model_server(
+    source: Path, name: str, log: Path, *extra: str, token: str | None = None
+) -> Iterator[str]:
+    """Run the server on ``source`` on a free port, its output in ``log`` (with ``token``:
+    every request must carry it); yields its base URL (no ``/v1``) once it answers."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     with log.open("w") as out:
         process = subprocess.Popen(
-            [*_COMMAND, str(source), *extra, "--port", "0", "--name", name],
+            [*_COMMAND, str(source), *extra, "--port", "0", "--name", name]
+            + (["--token", token] if token else []),
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
         )
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         deadline = time.monotonic() + 120
         base = None
@@ -37,7 +41,7 @@ def model_server(source: Path, name: str, log: Path, *extra: str) -> Iterator[st
             if found:
                 base = f"http://{found[1]}"
                 with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    if httpx.get(f"{base}/health", headers=headers, timeout=2).status_code == 200:
                         break
             time.sleep(0.2)
         assert base is not None, f"model server did not start: {log.read_text()}"

@@ -94,8 +94,10 @@ async def test_only_confirmed_versions_are_announced_and_steps_carry_the_served_
     topics: Settings, tmp_path: Path
 ) -> None:
     weights = tmp_path / "w"
-    with model_server(weights / "toy" / "current", "toy", tmp_path / "server.log") as base:
-        http = httpx.AsyncClient(base_url=base)
+    token = "version-truth-" + "t" * 16  # the reload drill needs the server's token
+    log = tmp_path / "server.log"
+    with model_server(weights / "toy" / "current", "toy", log, token=token) as base:
+        http = httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"})
         assert (await http.get("/v1/models")).json()["data"] == []  # nothing published yet
         cfg = TrainerConfig.model_validate(
             {
@@ -107,7 +109,7 @@ async def test_only_confirmed_versions_are_announced_and_steps_carry_the_served_
                 "weight_dir": weights,
                 "checkpoint_dir": tmp_path / "c",
                 "model": SHAPE,
-                "vllm": {"enabled": True, "base_url": base},
+                "vllm": {"enabled": True, "base_url": base, "token": token},
             }
         )
         tokenizer = toy_tokenizer()
@@ -116,7 +118,9 @@ async def test_only_confirmed_versions_are_announced_and_steps_carry_the_served_
         )
         trainer = StreamingTrainer(cfg, topics, learner)
         training = asyncio.create_task(trainer.run(idle_timeout=30.0))
-        policy = OpenAIChatPolicy(f"{base}/v1", "toy", max_tokens=4, reload_wait_s=1.0)
+        policy = OpenAIChatPolicy(
+            f"{base}/v1", "toy", api_key=token, max_tokens=4, reload_wait_s=1.0
+        )
         try:
             async with EventProducer(topics) as producer, PolicyWatcher(topics) as watcher:
                 publisher = _Kept(producer)
