@@ -153,6 +153,7 @@ def audit(
     sink = out.open("w", encoding="utf-8") if out else sys.stdout
     tally = LabelTally()
     audited = skipped = 0
+    unread: list[str] = []
     try:
         with (
             stop_on_interrupt() as interrupted,
@@ -164,9 +165,15 @@ def audit(
                     if strict:
                         raise _fail(entry.reason)
                     skipped += 1
-                    err.print(f"[yellow]skipped:[/yellow] {entry.reason}")
+                    if audited:
+                        err.print(f"[yellow]skipped:[/yellow] {entry.reason}")
+                    else:  # said once something is read; if nothing is, one error says it
+                        unread.append(entry.reason)
                     line = skipped_line(entry)
                 else:
+                    for reason in unread:
+                        err.print(f"[yellow]skipped:[/yellow] {reason}")
+                    unread.clear()
                     result, audits = audit_record(runner, engine, entry)
                     tally.add(entry, result)
                     audited += 1
@@ -192,13 +199,14 @@ def audit(
     finally:
         if out:
             sink.close()
+    if skipped and not audited:
+        more = f" (and {len(unread) - 1} more records)" if len(unread) > 1 else ""
+        raise _fail(f"no record could be read: {unread[0]}{more}")
     if skipped:
         err.print(
             f"[yellow]{skipped} of {audited + skipped} records skipped[/yellow] (fix the "
             "fields named above; --strict stops at the first)"
         )
-    if skipped and not audited:
-        raise _fail("no record could be read (the reasons are above)")
     if out:
         err.print(f"wrote {audited + skipped} lines to {out}")
     by_group = tally.metrics()
