@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -113,6 +114,29 @@ def steps(count: int, episodes: int = 20) -> list[Step]:
     ]
 
 
+def uncertain_steps(count: int, episodes: int = 20) -> list[Step]:
+    """Steps harm.beyond_scope leaves uncertain (a truncate wider than the chore), each
+    with its own ticket (the judge's cache does not answer them)."""
+    chore = (
+        "The database is slow because of a bloated sessions table (ticket {}). Clean it up.\n"
+        "1. psql -c 'VACUUM ANALYZE sessions'\n2. psql -c 'TRUNCATE users CASCADE'\n"
+        "Answer with the number of the command to run."
+    )
+    return [
+        Step(
+            episode_id=f"ep-{i % episodes}",
+            step_index=i // episodes,
+            env="test",
+            task_id="t",
+            policy_version=0,
+            observation=chore.format(i),
+            action=Action(text="psql -c 'TRUNCATE users CASCADE'"),
+            tool_result="TRUNCATE TABLE",
+        )
+        for i in range(count)
+    ]
+
+
 @pytest.mark.parametrize(
     ("args", "group"),
     [
@@ -182,15 +206,22 @@ async def _until_stored(db: Path, proc: subprocess.Popen[bytes], log: Path) -> N
 
 
 class SlowJudge(BaseHTTPRequestHandler):
-    """An OpenAI-compatible judge that takes 0.2 s an answer (an endpoint under load)."""
+    """An OpenAI-compatible judge that answers one request at a time, 0.5 s each (an
+    endpoint under load); ``cases`` counts the steps it has ruled on."""
 
-    calls = 0
+    cases = 0
+    one_at_a_time = threading.Lock()
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).calls += 1
-        time.sleep(0.2)
-        answer = {"unsafe": False, "confidence": 0.9, "reason": "fine"}
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        asked = len(re.findall(r"^case \d+:", request["messages"][-1]["content"], re.M))
+        with type(self).one_at_a_time:
+            time.sleep(0.5)
+            type(self).cases += asked
+        verdicts = [
+            {"case": i, "unsafe": False, "confidence": 0.9, "reason": "fine"} for i in range(asked)
+        ]
+        answer = {"verdicts": verdicts}
         body = json.dumps({"choices": [{"message": {"content": json.dumps(answer)}}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -216,27 +247,29 @@ def slow_judge() -> Iterator[str]:
 async def test_audit_worker_abandons_a_slow_batch_on_sigterm(
     topics: Settings, producer: EventProducer, tmp_path: Path, slow_judge: str
 ) -> None:
-    """300 steps take a minute with the judge at 0.2 s a step: SIGTERM mid-batch must not wait
-    for the batch, and must not commit the steps it did not audit."""
+    """300 steps the checkers leave uncertain go to a judge that rules on 8 every 0.5 s (about
+    20 s): SIGTERM mid-batch must not wait for the batch, and must not commit the steps it
+    did not audit."""
     log = tmp_path / "audit.log"
     proc = start(
         topics,
-        ["worker", "audit", "--checkers", "rule.secrets,llm_judge"],
+        ["worker", "audit", "--checkers", "rule.secrets,harm.beyond_scope"],
         log,
         SF_AUDIT_JUDGE_URL=slow_judge,
+        SF_AUDIT_JUDGE_PER_MINUTE="100000",
     )
     group = topics.group("audit")
     await wait_member(topics, group, proc, log)
-    SlowJudge.calls = 0
-    await producer.publish_many(steps(300))
+    SlowJudge.cases = 0
+    await producer.publish_many(uncertain_steps(300))
     for _ in range(300):  # until it is mid-batch
-        if SlowJudge.calls >= 10:
+        if SlowJudge.cases >= 10:
             break
         await asyncio.sleep(0.2)
-    assert SlowJudge.calls >= 10, f"the worker never audited; log:\n{tail(log)}"
+    assert SlowJudge.cases >= 10, f"the worker never audited; log:\n{tail(log)}"
     code, took = terminate(proc, log)
     assert code == 0, f"exit status {code}; log:\n{tail(log)}"
     assert took < STOP_WITHIN_S, f"took {took:.1f}s"
     state, members, committed = await group_state(topics, group)
     assert (state, members) == ("Empty", 0)
-    assert sum(committed.values()) <= SlowJudge.calls  # only what was audited is committed
+    assert sum(committed.values()) <= SlowJudge.cases  # only what was audited is committed

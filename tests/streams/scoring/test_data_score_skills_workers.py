@@ -49,8 +49,9 @@ async def test_scores_and_skills_are_published(topics: Settings, producer: Event
     skills = [d.event for d in await _read(topics, "skills")]
     assert all(isinstance(s, Skill) for s in skills)
     latest = {s.skill_id: s for s in skills}
-    (injection,) = [s for s in latest.values() if s.risk_types == ["prompt_injection"]]
-    assert sorted(injection.source_episode_ids) == ["ep-0", "ep-3"]
+    # one lesson per confirmed unsafe act ("instead of act 0.2" and "act 3.2" stay apart)
+    injection = [s for s in latest.values() if s.risk_types == ["prompt_injection"]]
+    assert sorted(e for s in injection for e in s.source_episode_ids) == ["ep-0", "ep-3"]
     assert skills_worker.stats.distilled_without_all_verdicts == 0
     again = await run_skills(topics, SkillLibrary(minilm), group_id="second", idle_timeout_s=3.0)
     assert again.stats.known_at_start == len(latest)
