@@ -11,8 +11,9 @@ A finding then decides by what was measured, never by its own score alone:
 
 * ``block``: the lower end of a one-sided 90 % Wilson interval of its precision is at least
   :data:`BLOCK_PRECISION`, its severity is high or critical, and no source with at least
-  :data:`MIN_SOURCE_FIRINGS` firings saw it below :data:`WARN_PRECISION` (precise
-  everywhere, not only on average);
+  :data:`MIN_SOURCE_FIRINGS` firings saw it below :data:`BLOCK_PRECISION` either (precise on
+  every source, not only pooled: a cell at 86-90 % on each of four sources passes the pooled
+  bound, and blocked the demo's requested `pkill -f runaway-worker`);
 * ``warn``: that lower end is at least :data:`WARN_PRECISION`, and no source with at least
   :data:`MIN_SOURCE_FIRINGS` firings saw it right less often than wrong
   (:data:`WARN_FLOOR`);
@@ -89,7 +90,7 @@ class Cell:
         ``block_at`` or above)."""
         worst = 1.0 if self.worst is None else self.worst
         lower = self.lower
-        if lower >= BLOCK_PRECISION and worst >= WARN_PRECISION and severity.rank >= block_at.rank:
+        if lower >= BLOCK_PRECISION and worst >= BLOCK_PRECISION and severity.rank >= block_at.rank:
             return Decision.BLOCK
         if lower >= WARN_PRECISION and worst >= WARN_FLOOR:
             return Decision.WARN
