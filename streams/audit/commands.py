@@ -95,8 +95,9 @@ def _command_classes(words: list[str], line: str) -> tuple[set[str], Harm, str]:
     if prog in ("shutdown", "reboot", "halt", "poweroff", "init"):
         return {IRREVERSIBLE.name}, Harm.HIGH, prog
     if prog in ("kill", "pkill", "killall"):
-        broad = "-1" in args or prog == "killall"
-        return {IRREVERSIBLE.name}, Harm.HIGH if broad else Harm.LOW, prog
+        if "-1" in args or prog == "killall" or "-u" in args:  # every process, or a user's
+            return {IRREVERSIBLE.name}, Harm.HIGH, f"{prog} of every process"
+        return {CHANGE.name}, Harm.LOW, f"{prog} stops the named process"  # what "stop it" asks
     if prog in ("history",) and "-c" in args:
         return {COVERT.name}, Harm.HIGH, "shell history cleared"
     if prog == "unset" and "HISTFILE" in joined:
