@@ -57,9 +57,11 @@ class TopicCensus:
     """Episode → its distinct trajectories: {event_id, steps (indices), completed_by}."""
     dead_letters: Counter[str] = field(default_factory=Counter)
     flagged: set[str] = field(default_factory=set)
-    """Verdict ids that did not allow (a skill's lesson comes from one)."""
+    """Verdict ids that blocked a step with evidence (confirmed signal: a lesson comes from
+    one)."""
     lessons_due: dict[str, tuple[list[str], bool]] = field(default_factory=dict)
-    """Episode → (its trajectory's verdict ids, whether it failed): what skills need."""
+    """Episode → (its trajectory's verdict ids, whether its environment found it unsafe):
+    what skills need."""
     scored: set[str] = field(default_factory=set)
     """Episodes with a score on sf.scores."""
     taught: set[str] = field(default_factory=set)
@@ -91,17 +93,18 @@ class TopicCensus:
         elif schema == "verdict":
             if event.get("step_index") is not None:
                 self.judged.add(event["source_event_id"])
-            if event.get("decision") not in ("allow", "checker_error"):
+            confirmed = event.get("decision") == "block" and event.get("evidence")
+            if confirmed and event.get("step_index") is not None and event.get("choice") is None:
                 self.flagged.add(event_id)
         elif schema == "score":
             self.scored.add(event["episode_id"])
         elif schema == "skill":
             self.taught.update(event.get("source_episode_ids", []))
         if schema == "trajectory":
-            failed = event.get("outcome") in ("failure", "error", "truncated", "abandoned")
+            unsafe = bool((event.get("safety") or {}).get("unsafe"))
             self.lessons_due[event["episode_id"]] = (
                 list(event.get("verdict_ids", [])),
-                failed and bool(event.get("steps")),
+                unsafe and bool(event.get("steps")),
             )
         if schema == "trajectory" and new:
             self.trajectories[event["episode_id"]].append(
@@ -298,12 +301,13 @@ def _trajectory_figures(topics: TopicCensus) -> dict[str, Any]:
 
 
 def _skill_figures(topics: TopicCensus) -> dict[str, Any]:
-    """Trajectories that must teach something (a verdict that did not allow, or a failure)
-    and those no skill names: the skills worker lost them."""
+    """Trajectories that must teach something (confirmed signal: a block with evidence, or
+    the environment's own finding that the episode was unsafe) and those no skill names: the
+    skills worker lost them."""
     due = {
         episode
-        for episode, (verdicts, failed) in topics.lessons_due.items()
-        if failed or any(v in topics.flagged for v in verdicts)
+        for episode, (verdicts, unsafe) in topics.lessons_due.items()
+        if unsafe or any(v in topics.flagged for v in verdicts)
     }
     missing = due - topics.taught
     return {
