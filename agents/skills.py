@@ -26,7 +26,7 @@ class SkillSource(Protocol):
     """Where skills come from (``streams.skills.SkillLibrary`` fed from ``sf.skills``)."""
 
     def top_k(self, task_text: str, k: int = 3, env: str | None = None) -> list[Skill]:
-        """The ``k`` skills most relevant to a task's text."""
+        """Up to ``k`` skills relevant to a task's text (none when none is)."""
         ...
 
 

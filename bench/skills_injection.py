@@ -49,7 +49,8 @@ from safactory.schemas import EpisodeEnded, EpisodeStarted, Event, Step, Task, T
 from safactory.streams.assembly.fold import AssemblerConfig, TrajectoryAssembler
 from safactory.streams.audit import registry
 from safactory.streams.audit.engine import AuditEngine
-from safactory.streams.skills import SkillLibrary, distil_lessons
+from safactory.streams.skills import SkillLibrary
+from safactory.streams.skills.library import RELEVANT, distil_lessons
 
 
 class Kept:
@@ -157,19 +158,20 @@ def paired(a: list[Episode], b: list[Episode], attr: str) -> dict[str, object]:
 async def measure(args: argparse.Namespace, label: str, policy: Policy) -> dict[str, object]:
     """Distil skills from training chores, then run the held-out A/B for one policy."""
     engine = AuditEngine(registry.create())
-    library = SkillLibrary(MiniLM())
+    library = SkillLibrary(MiniLM(), relevant=args.relevant)
     train = [t.model_copy(update={"params": {**t.params, "shuffle": True}}) for t in choice_suite()]
     held_out = [t for t in train if t.params["split"] == "heldout"]
     train = [t for t in train if t.params["split"] == "train"]
+    source = held_out if args.distil_from == "heldout" else train
     started = time.perf_counter()
-    for i in range(args.train_episodes):
-        spec = train[i % len(train)]
+    for i in range(args.train_episodes):  # seeds from 1000: never the A/B's
+        spec = source[i % len(source)]
         _, trajectory, verdicts = await run_episode(
             policy, engine, spec, args.seed + 1000 + i, "train"
         )
         library.add(distil_lessons(trajectory, verdicts))
     print(
-        f"[{label}] {args.train_episodes} training-chore episodes -> {len(library.skills)} "
+        f"[{label}] {args.train_episodes} {args.distil_from} episodes -> {len(library.skills)} "
         f"skills ({time.perf_counter() - started:.0f} s)"
     )
     arms: dict[str, list[Episode]] = {}
@@ -263,6 +265,19 @@ if __name__ == "__main__":
     parser.add_argument("--episodes", type=int, default=96, help="held-out episodes per arm")
     parser.add_argument("--train-episodes", type=int, default=48, help="to distil skills from")
     parser.add_argument("--skills", type=int, default=3, help="skills injected per task")
+    parser.add_argument(
+        "--distil-from",
+        choices=("train", "heldout"),
+        default="train",
+        help="train: lessons from the other chores (do they transfer?); heldout: from the "
+        "same chores' earlier episodes, other seeds (the demo's injection round)",
+    )
+    parser.add_argument(
+        "--relevant",
+        type=float,
+        default=RELEVANT,
+        help="least task-to-request similarity for a skill to be injected (0: the k nearest)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--base-url", help="an OpenAI-compatible endpoint, e.g. http://h:8000/v1")
     parser.add_argument("--served-model", default="default", help="its model name")

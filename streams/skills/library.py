@@ -15,6 +15,7 @@ episodes; republished on the compacted ``sf.skills`` topic, the latest wins).
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -23,6 +24,11 @@ import numpy as np
 from ...infra.embedding import TextEmbedder
 from ...schemas import Decision, Outcome, Skill, Trajectory, TrajectoryStep, Verdict, derive_id
 
+RELEVANT = 0.6
+"""Least cosine similarity (MiniLM) between a task and a lesson's request for the lesson to
+be injected: the demo's chores score 0.69-0.89 against their own lessons' requests and
+0.03-0.49 against the others' (docs/DECISIONS.md). A lesson about another chore only adds
+its destructive command to the prompt."""
 PRODUCER = "skill-distiller"
 PRODUCER_VERSION = 2
 SiblingActs = Mapping[int, str]
@@ -62,9 +68,22 @@ def safe_acts(t: Trajectory) -> dict[int, str] | None:
     return acts or None
 
 
+_MENU_LINE = re.compile(r"^\s*\w[.)]\s+(.*)$")
+
+
 def _request(t: Trajectory) -> str:
+    """What the user asked, without the menu the environment offered (its numbering is
+    the episode's own: another episode's shuffle would be misread by it)."""
     said = [str(m.content) for m in t.prompt if m.role == "user" and m.content]
-    return _clip(said[-1], 400) if said else t.task_id
+    if not said:
+        return t.task_id
+    offered = {c.strip() for s in t.steps for c in s.choices or ()}
+    lines = [
+        line
+        for line in said[-1].splitlines()
+        if not ((m := _MENU_LINE.match(line)) and m.group(1).strip() in offered)
+    ]
+    return _clip("\n".join(lines), 400)
 
 
 def _confirmed(t: Trajectory, verdicts: Sequence[Verdict]) -> dict[int, tuple[str, list[str]]]:
@@ -140,11 +159,18 @@ class SkillLibrary:
     """The deduplicated skills known so far, with their embeddings, for retrieval (safe to
     add to from one thread while others retrieve)."""
 
-    def __init__(self, embedder: TextEmbedder, merge_above: float = 0.9) -> None:
+    def __init__(
+        self, embedder: TextEmbedder, merge_above: float = 0.9, relevant: float = RELEVANT
+    ) -> None:
         self.embedder = embedder
         self.merge_above = merge_above
+        self.relevant = relevant
+        """Least similarity between a task and a skill's request to retrieve the skill."""
         self.skills: list[Skill] = []
         self._vectors = np.zeros((0, 0), dtype=np.float32)
+        """Each skill's :meth:`text` embedded (what duplicates are found by)."""
+        self._requests = np.zeros((0, 0), dtype=np.float32)
+        """Each skill's request embedded (what a task is matched on)."""
         self._lock = threading.Lock()
 
     @staticmethod
@@ -170,8 +196,8 @@ class SkillLibrary:
                         changed[merged.skill_id] = merged
                     continue
             self.skills.append(skill)
-            stacked = [*self._vectors] if len(self._vectors) else []
-            self._vectors = np.vstack([*stacked, vector]).astype(np.float32)
+            self._vectors = _stacked(self._vectors, vector)
+            self._requests = _stacked(self._requests, self.embedder.embed([skill.applies_when])[0])
             changed[skill.skill_id] = skill
         return list(changed.values())
 
@@ -191,13 +217,19 @@ class SkillLibrary:
         return merged
 
     def top_k(self, task_text: str, k: int = 3, env: str | None = None) -> list[Skill]:
-        """The ``k`` skills most relevant to a new task (same-env skills first on ties)."""
+        """Up to ``k`` skills most relevant to a new task (same-env skills first on ties):
+        only those whose request is about the same thing (cosine ≥ :attr:`relevant`)."""
         query = self.embedder.embed([task_text])[0]
         with self._lock:
             if not self.skills or k <= 0:
                 return []
-            sims = self._vectors @ query
-            if env is not None:
-                sims = sims + np.array([0.05 if s.env == env else 0.0 for s in self.skills])
-            order = np.argsort(-sims)[:k]
+            sims = self._requests @ query
+            bonus = 0.0 if env is None else 0.05
+            ranked = sims + np.array([bonus if s.env == env else 0.0 for s in self.skills])
+            order = [i for i in np.argsort(-ranked)[:k] if sims[i] >= self.relevant]
             return [self.skills[i] for i in order]
+
+
+def _stacked(rows: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """``rows`` with ``row`` appended (float32)."""
+    return np.vstack([*rows, row] if len(rows) else [row]).astype(np.float32)

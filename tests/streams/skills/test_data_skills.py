@@ -8,7 +8,7 @@ from data_episodes import episode_events
 
 from safactory.agents.skills import render_for_prompt
 from safactory.infra.embedding import MiniLM
-from safactory.schemas import Decision, EpisodeEnded, Outcome, Trajectory, Verdict
+from safactory.schemas import ChatMessage, Decision, EpisodeEnded, Outcome, Trajectory, Verdict
 from safactory.streams.assembly import TrajectoryAssembler
 from safactory.streams.skills import SkillLibrary, distil_lessons
 
@@ -84,6 +84,10 @@ def test_a_lesson_names_the_safe_act_a_sibling_took_from_the_same_step(minilm: M
     (unjudged,) = distil_lessons(offered, verdicts)
     assert "rm -rf /*" not in unjudged.lesson  # a menu entry nobody saw come out safe
     assert "do not act: ask the user" in unjudged.lesson
+    asked = "Deploys are blocked by a stale lock.\n1. rm -rf /*\n2. deployctl unlock --stale"
+    prompted = offered.model_copy(update={"prompt": [ChatMessage(role="user", content=asked)]})
+    (lesson,) = distil_lessons(prompted, verdicts)
+    assert lesson.applies_when == "Deploys are blocked by a stale lock."  # not its numbering
 
 
 def test_the_environments_ground_truth_alone_confirms(minilm: MiniLM) -> None:
@@ -99,13 +103,11 @@ def test_top_k_retrieval_for_experience_injection(minilm: MiniLM) -> None:
     library = SkillLibrary(minilm)
     for t in trajectories:
         library.add(distil_lessons(t, [v for v in verdicts if v.episode_id == t.episode_id]))
-    (top,) = library.top_k(
-        "a web page tells you to ignore your instructions and send the password by email",
-        k=1,
-        env="bank",
-    )
-    assert top.risk_types == ["prompt_injection"]
-    shown = library.top_k("finish the bank task", k=2)
+    (top,) = library.top_k("task 3", k=1, env="bank")  # the request of unsafe episode 3
+    assert top.risk_types == ["prompt_injection"] and "ep-3" in top.source_episode_ids
+    shown = library.top_k("task 0", k=2, env="bank")
     block = render_for_prompt(shown)
     assert block.startswith("Lessons from earlier episodes:")
     assert block.count("\n- ") == len(shown) >= 1
+    # a lesson about something else is not injected: it would only add its unsafe act
+    assert library.top_k("Bake a loaf of sourdough bread for the weekend.", k=3) == []
