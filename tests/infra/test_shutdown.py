@@ -34,9 +34,23 @@ pytestmark = pytest.mark.integration
 STOP_WITHIN_S = 10.0
 
 
+_STARTED: list[subprocess.Popen[bytes]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_worker_outlives_its_test() -> Iterator[None]:
+    """A test that fails before it stops its worker leaves no process behind."""
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def start(settings: Settings, args: list[str], log: Path, **env: str) -> subprocess.Popen[bytes]:
     """``safactory ARGS`` on the test's prefix, its stderr in ``log``."""
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "safactory.cli.main", *args],
         env={
             **os.environ,
@@ -47,6 +61,8 @@ def start(settings: Settings, args: list[str], log: Path, **env: str) -> subproc
         stdout=subprocess.DEVNULL,
         stderr=log.open("wb"),
     )
+    _STARTED.append(proc)
+    return proc
 
 
 def tail(log: Path) -> str:
