@@ -24,7 +24,14 @@ from typing import Any
 
 from ....schemas import Action, ChatMessage, FunctionCall, Step, ToolCall, derive_id
 from .jsonstream import Bad, lines
-from .records import AuditRecord, Entries, ImportFormatError, SkippedRecord, register_format
+from .records import (
+    AuditRecord,
+    Entries,
+    ImportFormatError,
+    SkippedRecord,
+    register_format,
+    shown_id,
+)
 
 AGENT_CHANNELS = ("c1", "c2", "c3", "c5")
 """Channels the agents write (``c6`` is the system's own log)."""
@@ -72,15 +79,14 @@ def _record(file: Path, number: int, raw: Any) -> AuditRecord:
     if not isinstance(raw, dict):
         raise ImportFormatError(f"{where}: expected a JSON object (one AgentLeak run a line)")
     record_id = str(raw.get("trace_id") or f"{file.name}:{number}")
+    at = f"{where} (id {shown_id(record_id)})"
     inp = raw.get("input")
     if not isinstance(inp, dict) or not isinstance(inp.get("request"), str):
-        raise ImportFormatError(f"{where} (id {record_id}): missing field 'input.request'")
+        raise ImportFormatError(f"{at}: missing field 'input.request'")
     calls = raw.get("llm_calls") or []
     messages = raw.get("channel_messages") or []
     if not isinstance(calls, list) or not isinstance(messages, list):
-        raise ImportFormatError(
-            f"{where} (id {record_id}): 'llm_calls' and 'channel_messages' must be lists"
-        )
+        raise ImportFormatError(f"{at}: 'llm_calls' and 'channel_messages' must be lists")
     episode = derive_id("import.agentleak", 1, f"{file.name}:{record_id}")
     env = f"agentleak:{raw.get('vertical') or 'unknown'}"[:64]
     first = calls[0] if calls and isinstance(calls[0], dict) else {}

@@ -25,7 +25,14 @@ from ....schemas import Action, ChatMessage, FunctionCall, Step, ToolCall, deriv
 from ....schemas import otel as o
 from ....schemas.headers import shown
 from .jsonstream import Bad, items, lines, valid_text
-from .records import AuditRecord, Entries, ImportFormatError, SkippedRecord, register_format
+from .records import (
+    AuditRecord,
+    Entries,
+    ImportFormatError,
+    SkippedRecord,
+    register_format,
+    shown_id,
+)
 
 
 def _read_one(
@@ -41,16 +48,10 @@ def _read_one(
             f"field {'.'.join(map(str, e['loc']))!r}: {e['msg']}"
             for e in exc.errors(include_url=False)[:3]
         )
-        return SkippedRecord(record_id, f"{where} (id {_shown(record_id)}): {problems}")
+        return SkippedRecord(record_id, f"{where} (id {shown_id(record_id)}): {problems}")
     except (ValueError, TypeError) as exc:
         reason = " ".join(str(exc).split())[:300]
-        return SkippedRecord(record_id, f"{where} (id {_shown(record_id)}): {reason}")
-
-
-def _shown(value: object) -> str:
-    """A value from the input as an error message quotes it: one short line."""
-    text = str(value)
-    return text if len(text) <= 80 and text.isprintable() else shown(text)
+        return SkippedRecord(record_id, f"{where} (id {shown_id(record_id)}): {reason}")
 
 
 # --------------------------------------------------------------------------- R-Judge
@@ -123,7 +124,7 @@ def _rjudge_record(file: Path, index: int, raw: Any) -> AuditRecord:
     if not isinstance(raw, dict) or "contents" not in raw:
         raise ImportFormatError(f"{where}: missing field 'contents' (list of episodes of turns)")
     record_id = str(raw["id"]) if "id" in raw else f"{file.name}:{index}"
-    at = f"{where} (id {_shown(record_id)})"
+    at = f"{where} (id {shown_id(record_id)})"
     contents = raw["contents"]
     if isinstance(contents, list) and contents and all(isinstance(t, dict) for t in contents):
         contents = [contents]  # one episode written as a flat list of turns
@@ -363,7 +364,7 @@ class _Unit:
     def at(self) -> str:
         """Where the record is, for error messages (with its own id when it has one)."""
         own = self.own_id
-        return self.where if own is None else f"{self.where} (id {_shown(own)})"
+        return self.where if own is None else f"{self.where} (id {shown_id(own)})"
 
 
 def _units(
@@ -864,7 +865,7 @@ def read_otel(file: Path) -> Entries:
                 traces.setdefault(str(span.get("traceId", "")), []).append((span, resource))
     yield from skipped
     for trace, spans in traces.items():
-        where = f"{file}: trace {_shown(trace)}"
+        where = f"{file}: trace {shown_id(trace)}"
         yield _read_one(lambda t=trace, s=spans: _otel_trace(file, t, s), trace, where)
 
 
@@ -916,13 +917,13 @@ def _otel_trace(
         str(agent.get("safactory.task_id") or conversation)[:128],
     )
     steps: list[Step] = []
-    here = f"{file}: trace {_shown(trace)}"
+    here = f"{file}: trace {shown_id(trace)}"
     pending = _otel_messages(agent.get(o.INPUT_MESSAGES), f"{here}: invoke_agent")
     verdicts: list[dict[str, Any]] = []
     step_of_span: dict[str, int] = {}
     for (span, _), a in zip(spans, attrs, strict=True):
         operation = a.get(o.OPERATION)
-        where = f"{here}: span {_shown(span.get('spanId'))} ({_shown(span.get('name'))})"
+        where = f"{here}: span {shown_id(span.get('spanId'))} ({shown_id(span.get('name'))})"
         if operation in o.MODEL_CALLS or (operation is None and o.OUTPUT_MESSAGES in a):
             heard = _otel_messages(a.get(o.INPUT_MESSAGES), where)
             said = [

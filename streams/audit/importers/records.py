@@ -18,6 +18,13 @@ from typing import Any
 
 from ....infra.registry import Registry, RegistryError
 from ....schemas import Step
+from ....schemas.headers import shown
+
+
+def shown_id(value: object) -> str:
+    """A value from the input as an error message quotes it: one short line."""
+    text = str(value)
+    return text if len(text) <= 80 and text.isprintable() else shown(text)
 
 
 class ImportFormatError(ValueError):
