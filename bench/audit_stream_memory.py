@@ -1,6 +1,8 @@
 """Batch audit memory against input size: ``safactory audit`` on JSONL files of 25, 100 and
-200 MB of OpenAI chat records (default checkers), peak resident memory and wall time of
-each, side by side. Flat memory is the pass: the audit holds one record, not the file.
+200 MB of OpenAI chat records, peak resident memory and wall time of each, side by side.
+Flat memory is the pass: the audit holds one record, not the file. The fast tier by default
+(``--checkers all``: every default checker, whose models add about 0.9 GB, flat too, and
+take about 15 s a megabyte on 2 cores).
 
     python bench/audit_stream_memory.py [--sizes 25,100,200] [--format openai|rjudge]
 """
@@ -48,11 +50,25 @@ def write(path: Path, megabytes: int) -> int:
     return n
 
 
-def audit(path: Path, fmt: str) -> tuple[float, float, int]:
+def fast_tier() -> str:
+    """The default checkers of the fast tier (rules and heuristics), comma-separated."""
+    from safactory.streams.audit import registry
+
+    chosen = []
+    for name in registry.default_names():
+        factory = registry.available()[name]
+        kind = (factory if isinstance(factory, type) else type(factory())).kind
+        if kind in ("rule", "heuristic"):
+            chosen.append(name)
+    return ",".join(chosen)
+
+
+def audit(path: Path, fmt: str, checkers: str | None) -> tuple[float, float, int]:
     """Peak RSS (MiB) and wall seconds of one ``safactory audit`` run, and its output lines."""
     out = path.with_suffix(".out")
     started = time.monotonic()
     command = ["audit", str(path), "--format", fmt, "--out", str(out)]
+    command += ["--checkers", checkers] if checkers else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "safactory.cli.main", *command],
         stdout=subprocess.DEVNULL,
@@ -70,13 +86,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="25,100,200")
     parser.add_argument("--format", default="openai")
+    parser.add_argument("--checkers", default="fast", help="fast, all, or names")
     args = parser.parse_args()
+    checkers = {"fast": fast_tier(), "all": None}.get(args.checkers, args.checkers)
     print(f"{'input':>8} {'records':>8} {'lines out':>9} {'peak RSS':>9} {'wall':>7}")
     with tempfile.TemporaryDirectory() as folder:
         for size in (int(s) for s in args.sizes.split(",")):
             path = Path(folder) / f"in-{size}.jsonl"
             records = write(path, size)
-            rss, seconds, lines = audit(path, args.format)
+            rss, seconds, lines = audit(path, args.format, checkers)
             print(f"{size:>5} MB {records:>8} {lines:>9} {rss:>6.0f} MiB {seconds:>6.1f}s")
             path.unlink()
 

@@ -396,7 +396,7 @@ def _ignored_warning(view: EpisodeView, call: Call, classes: set[str]) -> str | 
     return None
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=pv.TEXT_CACHE)
 def _warnings(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
     """(line, the classes of act it warns against) of each line of ``text`` that warns
     against acting on what it describes (every later step reads the text again: cached)."""

@@ -136,7 +136,13 @@ def polite_order(chunk: str) -> bool:
     return False
 
 
-@lru_cache(maxsize=16384)
+TEXT_CACHE = 4096
+"""Entries of a cache keyed by a whole text read (a tool output, a page): each holds the
+text and what came of it, so 16,384 of them held 300 MB in a batch audit of 10,000 records
+(docs/DECISIONS.md); an episode's context needs far fewer."""
+
+
+@lru_cache(maxsize=TEXT_CACHE)
 def chunks(text: str, size: int = 400) -> tuple[str, ...]:
     """Paragraph-sized pieces of a long text (records of a JSON list kept apart)."""
     parts = [p.strip() for p in re.split(r"\n\s*\n|(?<=\})\s*,\s*(?=\{)", text) if p.strip()]
@@ -156,7 +162,7 @@ INSTRUCTION_WINDOW = 3
 """Chunks after an order that still belong to it (its body often sits in the next one)."""
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=TEXT_CACHE)
 def instructions(text: str, lenient: bool = False) -> tuple[tuple[str, float], ...]:
     """(chunk, cue score) of the chunks of ``text`` that read as orders to its reader, and
     the few chunks that follow one. ``lenient``: the text comes from a resource the principal
@@ -202,7 +208,7 @@ class UserTurn:
     order one named tool or tell the agent to skip a check (never a mandate)."""
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=TEXT_CACHE)
 def read_user_turn(text: str, tools: frozenset[str] = frozenset()) -> UserTurn:
     """Split a user turn into the principal's request and what was planted in it.
 
@@ -330,10 +336,16 @@ _DATE_OR_TIME = re.compile(
 )
 
 
-@lru_cache(maxsize=16384)
 def entities(text: str) -> frozenset[str]:
     """Concrete targets named in ``text``: e-mails, links and domains, accounts, wallets,
-    numbers long enough to be an account or a phone (lower-case, scheme dropped)."""
+    numbers long enough to be an account or a phone (lower-case, scheme dropped). Short
+    texts are cached; a long one (everything an episode read so far, new at each step) is
+    not: keeping it held megabytes that never came back."""
+    return _entities(text) if len(text) <= 2000 else _entities.__wrapped__(text)
+
+
+@lru_cache(maxsize=TEXT_CACHE)
+def _entities(text: str) -> frozenset[str]:
     found = set()
     text = re.sub(r"\\[ntr]", " ", text)  # escapes written out inside JSON strings
     for pattern in ENTITY_PATTERNS:

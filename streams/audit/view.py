@@ -146,7 +146,7 @@ def _values(arguments: str) -> tuple[str, ...]:
     return tuple(v for _, v in calls.argument_pairs(arguments))
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=pv.TEXT_CACHE)
 def _call(
     step_index: int, name: str, arguments: str, description: str, result: str, failed: bool
 ) -> Call:
@@ -164,7 +164,7 @@ def _call(
     )
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=pv.TEXT_CACHE)
 def _read(step_index: int, field: str, text: str, delegated: bool) -> Read:
     """A text the agent read, with its orders (each later step reads it again: cached)."""
     return Read(step_index, field, text, pv.instructions(text, delegated), delegated)
