@@ -357,6 +357,9 @@ def _entities(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+entities.cache_clear = _entities.cache_clear  # type: ignore[attr-defined]
+
+
 def targets_of(values: Iterable[str]) -> tuple[str, ...]:
     """The concrete targets of a call, value by value (dates and times are when, not whom),
     the most specific (longest) first: a fixed order, so that a verdict's reason, which
