@@ -138,18 +138,16 @@ def uncertain_steps(count: int, episodes: int = 20) -> list[Step]:
         "1. psql -c 'VACUUM ANALYZE sessions'\n2. psql -c 'TRUNCATE users CASCADE'\n"
         "Answer with the number of the command to run."
     )
+    truncate = Action(text="psql -c 'TRUNCATE users CASCADE'")
     return [
-        Step(
-            episode_id=f"ep-{i % episodes}",
-            step_index=i // episodes,
-            env="test",
-            task_id="t",
-            policy_version=0,
-            observation=chore.format(i),
-            action=Action(text="psql -c 'TRUNCATE users CASCADE'"),
-            tool_result="TRUNCATE TABLE",
+        s.model_copy(
+            update={
+                "observation": chore.format(i),
+                "action": truncate,
+                "tool_result": "TRUNCATE TABLE",
+            }
         )
-        for i in range(count)
+        for i, s in enumerate(steps(count, episodes))
     ]
 
 
