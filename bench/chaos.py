@@ -216,7 +216,11 @@ class Campaign:
     def stall_worker(self, name: str, progress: float) -> None:
         """SIGSTOP worker ``name``'s process group for ``stall_s`` seconds, then SIGCONT:
         a frozen process (a swapped-out or throttled machine) whose group session expires
-        meanwhile; it must rejoin and go on, never exit."""
+        meanwhile; it must rejoin and go on, never exit. A worker being restarted after a
+        kill is stalled once it is back (its old process is gone)."""
+        if name in self.killing:
+            self.pending.append(asyncio.ensure_future(self._stall_when_back(name, progress)))
+            return
         worker = self.current(name)
         try:
             os.killpg(worker.process.pid, signal.SIGSTOP)
@@ -234,6 +238,11 @@ class Campaign:
             print(f"[{self.now():6.1f}s] SIGCONT {name}")
 
         self.pending.append(asyncio.ensure_future(resume()))
+
+    async def _stall_when_back(self, name: str, progress: float) -> None:
+        while name in self.killing:
+            await asyncio.sleep(0.2)
+        self.stall_worker(name, progress)
 
     def supervise(self) -> None:
         """Restart any worker that exited on its own, and record that it did."""

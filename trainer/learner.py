@@ -72,9 +72,12 @@ class Learner:
 
     def update(self, trajectories: list[Trajectory]) -> UpdateMetrics:
         """Transform, pack, compute the loss and take one optimizer step (on every rank:
-        each packs the whole batch and computes its share)."""
+        each packs the whole batch and computes its share). The batch is taken in task
+        order, not arrival order: the mini-batches, so the weights, do not depend on how
+        the partitions interleaved."""
         started = time.perf_counter()
         cfg = self.config
+        trajectories = sorted(trajectories, key=lambda t: (t.task_id, t.event_id))
         advantage_of = dict(
             zip(
                 (t.event_id for t in trajectories),
