@@ -126,6 +126,8 @@ class Campaign:
     faults: list[Fault] = field(default_factory=list)
     unexpected_exits: list[dict[str, Any]] = field(default_factory=list)
     killing: set[str] = field(default_factory=set)
+    deferred_stalls: dict[str, float] = field(default_factory=dict)
+    """Stalls due while their worker was being restarted (done once it is back)."""
     pending: list[asyncio.Task[None]] = field(default_factory=list)
     last_start: float = 0.0
     """When a worker was last (re)started (monotonic s)."""
@@ -210,6 +212,8 @@ class Campaign:
             self.start(name)
             self.killing.discard(name)
             fault.back_after_s = round(self.now() - fault.at_s, 1)
+            if name in self.deferred_stalls:
+                self.stall_worker(name, self.deferred_stalls.pop(name))
 
         self.pending.append(asyncio.ensure_future(restart()))
 
@@ -219,7 +223,7 @@ class Campaign:
         meanwhile; it must rejoin and go on, never exit. A worker being restarted after a
         kill is stalled once it is back (its old process is gone)."""
         if name in self.killing:
-            self.pending.append(asyncio.ensure_future(self._stall_when_back(name, progress)))
+            self.deferred_stalls[name] = progress
             return
         worker = self.current(name)
         try:
@@ -238,11 +242,6 @@ class Campaign:
             print(f"[{self.now():6.1f}s] SIGCONT {name}")
 
         self.pending.append(asyncio.ensure_future(resume()))
-
-    async def _stall_when_back(self, name: str, progress: float) -> None:
-        while name in self.killing:
-            await asyncio.sleep(0.2)
-        self.stall_worker(name, progress)
 
     def supervise(self) -> None:
         """Restart any worker that exited on its own, and record that it did."""
