@@ -7,8 +7,10 @@ the model's own time is zero) is called directly and through ``safactory gateway
 process, on the broker at ``SF_KAFKA_BOOTSTRAP``, one started under ``SF_HOME`` if none
 answers), alternately, with the same two-call conversations an agent loop makes: a request
 answered by a tool call (the gateway audits it), then the tool's result answered in text.
-Printed: client-observed latency p50/p99 direct and through the gateway, their difference,
-and the gateway's own time per call from its ``x-sf-gateway-ms`` header (finding the
+Each loop is made on every API the gateway speaks (chat completions, the Responses API
+chained by ``previous_response_id``, Anthropic Messages), against the same direct chat calls.
+Printed: client-observed latency p50/p99 direct and through the gateway per API, their
+difference, and the gateway's own time per call from its ``x-sf-gateway-ms`` header (finding the
 episode, the fast audit tier, publishing the steps and waiting for the broker's ack).
 """
 
@@ -124,28 +126,97 @@ async def conversation(http: httpx.AsyncClient, base: str, n: int) -> tuple[list
     return times, own
 
 
+async def responses_conversation(
+    http: httpx.AsyncClient, base: str, n: int
+) -> tuple[list[float], list[str]]:
+    """The same loop on the Responses API: the tool's output chained to the first reply by
+    ``previous_response_id``."""
+    tools = [{"type": "function", **t["function"]} for t in TOOLS]
+    body: dict = {
+        "model": "m",
+        "instructions": "You are a coding assistant with tools.",
+        "input": f"Summarise README.md for ticket {n}.",
+        "tools": tools,
+    }
+    times, own = [], []
+    for _ in range(2):
+        started = time.perf_counter()
+        response = await http.post(f"{base}/responses", json=body)
+        times.append((time.perf_counter() - started) * 1000)
+        response.raise_for_status()
+        own.append(response.headers.get(OVERHEAD_HEADER, ""))
+        output = {"type": "function_call_output", "call_id": "c1", "output": "# Shop tools\n..."}
+        body = {"model": "m", "previous_response_id": response.json()["id"], "input": [output]}
+        body["tools"] = tools
+    return times, own
+
+
+async def messages_conversation(
+    http: httpx.AsyncClient, base: str, n: int
+) -> tuple[list[float], list[str]]:
+    """The same loop on Anthropic's Messages API (the whole history sent each time)."""
+    function = TOOLS[0]["function"]
+    tools = [{"name": function["name"], "input_schema": function["parameters"]}]
+    messages: list[dict] = [{"role": "user", "content": f"Summarise README.md for ticket {n}."}]
+    times, own = [], []
+    for _ in range(2):
+        body = {"model": "m", "max_tokens": 256, "messages": messages, "tools": tools}
+        body["system"] = "You are a coding assistant with tools."
+        started = time.perf_counter()
+        response = await http.post(f"{base}/messages", json=body)
+        times.append((time.perf_counter() - started) * 1000)
+        response.raise_for_status()
+        own.append(response.headers.get(OVERHEAD_HEADER, ""))
+        messages.append({"role": "assistant", "content": response.json()["content"]})
+        result = {"type": "tool_result", "tool_use_id": "c1", "content": "# Shop tools\n..."}
+        messages.append({"role": "user", "content": [result]})
+    return times, own
+
+
+APIS = {
+    "chat": conversation,
+    "responses": responses_conversation,
+    "messages": messages_conversation,
+}
+"""The gateway's APIs, each measured against the same direct chat calls."""
+
+
 async def measure(direct: str, gateway: str, conversations: int) -> dict[str, float]:
     async with httpx.AsyncClient(timeout=30) as http:
-        for i in range(10):  # warm both paths (connections, the auditor's caches)
+        for i in range(10):  # warm every path (connections, the auditor's caches)
             await conversation(http, direct, -i)
-            await conversation(http, gateway, -i)
-        plain, through, own = [], [], []
+            for loop in APIS.values():
+                await loop(http, gateway, -i)
+        plain: list[float] = []
+        through: dict[str, list[float]] = {api: [] for api in APIS}
+        own: dict[str, list[float]] = {api: [] for api in APIS}
         for i in range(conversations):
             plain += (await conversation(http, direct, i))[0]
-            times, header = await conversation(http, gateway, i)
-            through += times
-            own += [float(h) for h in header]
+            for api, loop in APIS.items():
+                times, header = await loop(http, gateway, i)
+                through[api] += times
+                own[api] += [float(h) for h in header]
+    out = {"direct_p50_ms": pct(plain, 0.5), "direct_p99_ms": pct(plain, 0.99)}
+    for api in APIS:
+        prefix = "" if api == "chat" else f"{api}_"
+        out |= _through(prefix, plain, through[api], own[api])
+    return out
+
+
+def _through(
+    prefix: str, plain: list[float], through: list[float], own: list[float]
+) -> dict[str, float]:
     return {
         "direct_p50_ms": pct(plain, 0.5),
         "direct_p99_ms": pct(plain, 0.99),
-        "gateway_p50_ms": pct(through, 0.5),
-        "gateway_p99_ms": pct(through, 0.99),
-        "added_p50_ms": pct(through, 0.5) - pct(plain, 0.5),
-        "added_p99_ms": pct(through, 0.99) - pct(plain, 0.99),
-        "own_p50_ms": pct(own, 0.5),
-        "own_p99_ms": pct(own, 0.99),
-        "own_mean_ms": statistics.fmean(own),
-        "calls": len(through),
+        f"{prefix}gateway_p50_ms": pct(through, 0.5),
+        f"{prefix}gateway_p99_ms": pct(through, 0.99),
+        f"{prefix}added_p50_ms": pct(through, 0.5) - pct(plain, 0.5),
+        f"{prefix}added_p99_ms": pct(through, 0.99) - pct(plain, 0.99),
+        f"{prefix}own_p50_ms": pct(own, 0.5),
+        f"{prefix}own_p99_ms": pct(own, 0.99),
+        f"{prefix}own_mean_ms": statistics.fmean(own),
+        f"{prefix}calls": len(through),
     }
 
 
@@ -223,14 +294,23 @@ def main() -> None:
     finally:
         if broker is not None:
             broker.down()
-    print(f"{result['calls']} calls through the gateway, as many direct (upstream answers at once)")
     print(
-        f"  direct   p50 {result['direct_p50_ms']:.1f} ms  p99 {result['direct_p99_ms']:.1f} ms\n"
-        f"  gateway  p50 {result['gateway_p50_ms']:.1f} ms  p99 {result['gateway_p99_ms']:.1f} ms\n"
-        f"  added    p50 {result['added_p50_ms']:.1f} ms  p99 {result['added_p99_ms']:.1f} ms\n"
-        f"  gateway's own time (header) p50 {result['own_p50_ms']:.1f} ms  "
-        f"p99 {result['own_p99_ms']:.1f} ms  mean {result['own_mean_ms']:.1f} ms"
+        f"{result['calls']} calls per API through the gateway, as many direct "
+        "(upstream answers at once)"
     )
+    print(
+        f"  direct chat        p50 {result['direct_p50_ms']:.1f} ms  "
+        f"p99 {result['direct_p99_ms']:.1f} ms"
+    )
+    for api in APIS:
+        prefix = "" if api == "chat" else f"{api}_"
+        r = {k.removeprefix(prefix): v for k, v in result.items() if k.startswith(prefix)}
+        print(
+            f"  {api:<9} gateway  p50 {r['gateway_p50_ms']:.1f} ms  "
+            f"p99 {r['gateway_p99_ms']:.1f} ms"
+            f"  added p50 {r['added_p50_ms']:.1f} ms  p99 {r['added_p99_ms']:.1f} ms"
+            f"  own (header) p50 {r['own_p50_ms']:.1f} ms  p99 {r['own_p99_ms']:.1f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -9,15 +9,16 @@ Every surface is safe to leave running (DESIGN.md, "The unified inference entry"
 * **No state change from another origin.** ``POST``/``PUT``/``PATCH``/``DELETE`` need a
   JSON content type (a form or ``text/plain`` post from a foreign page is refused) and, when
   the browser says where it comes from (``Origin``), that origin must be this server.
-* **A token, where one is set**, on every request (``Authorization: Bearer`` or
-  ``?token=``); with it, host and origin are not asked (a rebinding page cannot hold it).
+* **A token, where one is set**, on every request (``Authorization: Bearer``, ``x-api-key``
+  as Anthropic's clients send it, or ``?token=``); with it, host and origin are not asked
+  (a rebinding page cannot hold it).
 * **Bounded bodies.** A body over ``max_body`` bytes is refused (413) before any route reads
   it, whether its length is declared or streamed.
 * **Bodies that are JSON**: invalid UTF-8, nesting too deep to read, and numbers that are
   not finite get a 400 in the API's own error form, never a plain-text 500.
 
 Errors are written by the surface's ``error`` function, in the form its clients read (an
-OpenAI error body, an Anthropic one, the web page's).
+OpenAI error body, an Anthropic one under the routes ``dialects`` names, the web page's).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import hmac
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
@@ -155,8 +156,12 @@ class HttpGuard:
         allow_hosts: Iterable[str] = (),
         max_body: int = MAX_BODY,
         error: ErrorBody = openai_error,
+        dialects: Mapping[str, ErrorBody] | None = None,
     ) -> None:
+        """``dialects``: the error body of the routes under a path prefix, when their
+        clients parse another API's errors than ``error``."""
         self.app = app
+        self.dialects = dict(dialects or {})
         self.token = token.encode() if token else None
         self.hosts = LOOPBACK | {bound.strip("[]")} | {h.lower() for h in allow_hosts}
         self.max_body = max_body
@@ -167,9 +172,11 @@ class HttpGuard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        refused = self._refusal(scope, headers)
+        path = scope.get("path", "")
+        error = next((e for p, e in self.dialects.items() if path.startswith(p)), self.error)
+        refused = self._refusal(scope, headers, error)
         if refused is None:
-            body, refused = await self._body(headers, receive)
+            body, refused = await self._body(headers, receive, error)
         if refused is not None:
             await refused(scope, receive, send)
             return
@@ -184,10 +191,10 @@ class HttpGuard:
 
         await self.app(scope, replay, send)
 
-    def _refusal(self, scope: Scope, headers: dict[str, str]) -> Response | None:
+    def _refusal(self, scope: Scope, headers: dict[str, str], error: ErrorBody) -> Response | None:
         if self.token is not None:
             if not self._carries_token(scope, headers):
-                return self.error(
+                return error(
                     401,
                     "this server needs its token: send 'Authorization: Bearer <token>' or "
                     "add ?token=<token> to the URL",
@@ -195,7 +202,7 @@ class HttpGuard:
             return None  # a holder of the token may come from anywhere
         host = _host_name(headers.get("host", ""))
         if host not in self.hosts:
-            return self.error(
+            return error(
                 421,
                 f"host {host!r} is not served here (a guard against DNS rebinding); "
                 "serve it with --allow-host or a token",
@@ -204,10 +211,10 @@ class HttpGuard:
             kind = headers.get("content-type", "").split(";")[0].strip().lower()
             if kind != "application/json":
                 why = "a request that changes state needs Content-Type: application/json"
-                return self.error(415, why)
+                return error(415, why)
             origin = headers.get("origin")
             if origin is not None and _host_name(urlsplit(origin).netloc) not in self.hosts:
-                return self.error(403, f"a state change from another origin ({origin}) is refused")
+                return error(403, f"a state change from another origin ({origin}) is refused")
         return None
 
     def _carries_token(self, scope: Scope, headers: dict[str, str]) -> bool:
@@ -215,14 +222,16 @@ class HttpGuard:
         given = headers.get("authorization", "")
         if given.startswith("Bearer "):
             return hmac.compare_digest(given[7:].strip().encode(), self.token)
+        if "x-api-key" in headers:  # how Anthropic's clients send their key
+            return hmac.compare_digest(headers["x-api-key"].strip().encode(), self.token)
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         return any(hmac.compare_digest(v.encode(), self.token) for v in query.get("token", ()))
 
     async def _body(
-        self, headers: dict[str, str], receive: Receive
+        self, headers: dict[str, str], receive: Receive, error: ErrorBody
     ) -> tuple[bytes, Response | None]:
         """The whole body, read before any route sees it (None: within the limit)."""
-        too_large = self.error(413, f"request body over {self.max_body:,} bytes")
+        too_large = error(413, f"request body over {self.max_body:,} bytes")
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body:
             return b"", too_large

@@ -1,7 +1,10 @@
-"""``safactory gateway``: an OpenAI-compatible endpoint in front of a model server.
+"""``safactory gateway``: an OpenAI- and Anthropic-compatible endpoint in front of a model
+server.
 
-Agents built elsewhere point their OpenAI client at the gateway (``base_url``) and change
-nothing else. For each ``POST /v1/chat/completions`` the gateway
+Agents built elsewhere point their client at the gateway (``base_url``) and change nothing
+else. A Responses API call (:mod:`.responses`) or an Anthropic Messages call
+(:mod:`.messages`) is translated to a chat completion and its answer back; for each chat
+completion the gateway
 
 1. finds the call's episode (:mod:`.conversations`) and obeys ``sf.control`` for it (a
    halted episode gets a refusal; a paused one waits for a person, as our runner does);
@@ -29,13 +32,14 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ...infra import metrics
 from ...infra.config import Settings
@@ -54,6 +58,7 @@ from ...schemas.guard import GuardDecision
 from ...schemas.serving import version_of_fingerprint
 from ..control import ControlFollower, ControlSource, obey
 from ..policies.openai_chat import tokens_of
+from . import messages, responses
 from .conversations import (
     ENV_HEADER,
     EPISODE_HEADER,
@@ -109,6 +114,29 @@ def refusal(reason: str) -> str:
     )
 
 
+FINAL_ANSWER_TOOL = "final_answer"
+"""A tool some agents end their run with (smolagents): a refusal is given through it."""
+
+
+def refused(reason: str, tools: Any) -> dict[str, Any]:
+    """The assistant message that replaces a refused reply: the refusal as text, or as the
+    answer of the agent's own final-answer tool when it offers one (its loop ends only
+    through that tool; a text reply would be retried as a malformed one)."""
+    for tool in tools if isinstance(tools, list) else ():
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and function.get("name") == FINAL_ANSWER_TOOL:
+            properties = (function.get("parameters") or {}).get("properties") or {"answer": {}}
+            arguments = json.dumps({next(iter(properties)): refusal(reason)})
+            call = {"name": FINAL_ANSWER_TOOL, "arguments": arguments}
+            tool_call = {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function"}
+            return {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{**tool_call, "function": call}],
+            }
+    return {"role": "assistant", "content": refusal(reason)}
+
+
 class Gateway:
     """The forwarding, judging and publishing behind the HTTP face (:meth:`app`)."""
 
@@ -139,6 +167,8 @@ class Gateway:
         self.idle_s = idle_s
         self.approval_timeout_s = approval_timeout_s
         self.conversations = Conversations()
+        self.responses = responses.ResponseStore()
+        """Answered transcripts, for Responses calls chained by ``previous_response_id``."""
         self.stats = GatewayStats()
         self._timeout_s = timeout_s
         self._client: httpx.AsyncClient | None = None
@@ -229,8 +259,9 @@ class Gateway:
         conversation.tools = body.get("tools") or conversation.tools
         steps, published, reason = await self._judge(conversation, steps, handled)
         if reason is not None:
-            message = {"role": "assistant", "content": refusal(reason)}
-            choice = {**choice, "message": message, "finish_reason": "stop"}
+            message = refused(reason, body.get("tools"))
+            finish = "tool_calls" if message.get("tool_calls") else "stop"
+            choice = {**choice, "message": message, "finish_reason": finish}
             self.stats.count("blocked")
         if not (body.get("logprobs") or not self.record_tokens):
             choice.pop("logprobs", None)
@@ -410,7 +441,12 @@ class Gateway:
         app = FastAPI(title="safactory gateway", docs_url=None, redoc_url=None, lifespan=lifespan)
 
         app.add_middleware(
-            HttpGuard, bound=bound, token=token, allow_hosts=allow_hosts, max_body=max_body
+            HttpGuard,
+            bound=bound,
+            token=token,
+            allow_hosts=allow_hosts,
+            max_body=max_body,
+            dialects={"/v1/messages": messages.error},
         )
 
         @app.get("/health")
@@ -426,34 +462,84 @@ class Gateway:
             except (httpx.HTTPError, ValueError) as exc:
                 return openai_error(502, f"upstream {redacted(self.upstream)}/models: {exc!r}")
 
+        def client_headers(request: Request) -> dict[str, str]:
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            if token:  # the gateway's own token stays here
+                headers.pop("authorization", None)
+                headers.pop("x-api-key", None)
+            elif "x-api-key" in headers and "authorization" not in headers:
+                headers["authorization"] = f"Bearer {headers['x-api-key']}"
+            return headers
+
         @app.post("/v1/chat/completions")
         async def _chat(request: Request) -> Any:
             body = await json_object(request)
             if isinstance(body, JSONResponse):
                 return body
-            headers = {k.lower(): v for k, v in request.headers.items()}
-            if token:
-                headers.pop("authorization", None)  # the gateway's own token stays here
             try:
-                answered = await self.complete(body, headers)
+                answered = await self.complete(body, client_headers(request))
             except ValueError as exc:
                 return openai_error(400, str(exc)[:500])
-            reply_headers = {
-                EPISODE_HEADER: answered.episode_id,
-                OVERHEAD_HEADER: f"{max(0.0, answered.total_ms - answered.upstream_ms):.3f}",
-            }
             if answered.status != 200:
-                return JSONResponse(
-                    answered.completion, status_code=answered.status, headers=reply_headers
-                )
+                return _reply(answered, answered.completion, status_code=answered.status)
             if body.get("stream"):
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                return StreamingResponse(
-                    _sse(answered.completion, include_usage),
-                    media_type="text/event-stream",
-                    headers=reply_headers,
-                )
-            return JSONResponse(answered.completion, headers=reply_headers)
+                return _reply(answered, _sse(answered.completion, include_usage))
+            return _reply(answered, answered.completion)
+
+        @app.post("/v1/responses")
+        async def _responses(request: Request) -> Any:
+            body = await json_object(request)
+            if isinstance(body, JSONResponse):
+                return body
+            previous = body.get("previous_response_id")
+            try:
+                before = self.responses.transcript(previous) if previous else []
+            except KeyError:
+                return openai_error(404, f"Previous response with id {previous!r} not found.")
+            try:
+                chat = responses.to_chat(body, before)
+                answered = await self.complete(chat, client_headers(request))
+            except ValueError as exc:
+                return openai_error(400, str(exc)[:500])
+            if answered.status != 200:
+                return _reply(answered, answered.completion, status_code=answered.status)
+            response = responses.from_chat(answered.completion, body, responses.new_id())
+            if body.get("store") is not False:
+                said = answered.completion["choices"][0]["message"]
+                self.responses.keep(response["id"], [*chat["messages"], said])
+            if body.get("stream"):
+                return _reply(answered, _named_sse(responses.events(response)))
+            return _reply(answered, response)
+
+        @app.post("/v1/messages")
+        async def _messages(request: Request) -> Any:
+            body = await json_object(request, messages.error)
+            if isinstance(body, JSONResponse):
+                return body
+            try:
+                answered = await self.complete(messages.to_chat(body), client_headers(request))
+            except ValueError as exc:
+                return messages.error(400, str(exc)[:500])
+            if answered.status != 200:
+                said = (answered.completion.get("error") or {}).get("message")
+                return messages.error(answered.status, str(said or "upstream error")[:2000])
+            reply = messages.from_chat(answered.completion, body)
+            if body.get("stream"):
+                return _reply(answered, _named_sse(messages.events(reply)))
+            return _reply(answered, reply)
+
+        @app.exception_handler(StarletteHTTPException)
+        async def _no_route(request: Request, exc: StarletteHTTPException) -> Response:
+            error = messages.error if request.url.path.startswith("/v1/messages") else openai_error
+            if exc.status_code not in (404, 405):
+                return error(exc.status_code, str(exc.detail))
+            return error(
+                exc.status_code,
+                f"no route {request.method} {request.url.path}: the gateway serves POST "
+                "/v1/chat/completions, /v1/responses and /v1/messages (no legacy "
+                "/v1/completions), and GET /v1/models",
+            )
 
         @app.post("/v1/sf/episodes/{episode_id}/end")
         async def _end(episode_id: str, request: Request) -> Any:
@@ -475,6 +561,25 @@ class Gateway:
             return Response(status_code=204)
 
         return app
+
+
+def _reply(answered: Answered, content: Any, status_code: int = 200) -> Response:
+    """The HTTP answer to one call: JSON, or a stream of server-sent events; with the
+    episode and the gateway's own time in headers."""
+    headers = {
+        EPISODE_HEADER: answered.episode_id,
+        OVERHEAD_HEADER: f"{max(0.0, answered.total_ms - answered.upstream_ms):.3f}",
+    }
+    if isinstance(content, dict):
+        return JSONResponse(content, status_code=status_code, headers=headers)
+    return StreamingResponse(content, media_type="text/event-stream", headers=headers)
+
+
+async def _named_sse(events: Iterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    """Events as server-sent events named by their ``type`` (the Responses and Messages
+    APIs' streams)."""
+    for event in events:
+        yield f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
 
 
 def _completion(model: str, message: dict[str, Any], finish: str) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 An agent built elsewhere sends the whole conversation at every call. A call continues an
 episode when it names it (the ``x-sf-episode`` header) or, without a header, when its
 messages begin with everything the episode's last call sent and got back (the transcript,
-compared by digest); otherwise it starts a new episode. Each call becomes one step per
+compared by digest), or failing that when it names a tool call the episode was answered
+with (clients that write the history back in their own words: calls as text, with their
+ids); otherwise it starts a new episode. Each call becomes one step per
 returned tool call (one step when the reply is text): the step's ``messages`` are the
 turns the client added since the last call (the task at first, then tool results), its
 action is the reply, so the auditor reads tool outputs where it reads them from our own
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 import uuid
 from collections import OrderedDict
@@ -43,7 +46,8 @@ OPEN_BYTES = 256 << 20
 
 def _canonical(message: dict[str, Any]) -> bytes:
     """A message reduced to what makes it the same turn when a client sends it back
-    (clients drop ``null`` fields, add ``type: function``, or send content as parts)."""
+    (clients drop ``null`` fields, add ``type: function``, send content as parts, or
+    re-serialise a call's arguments)."""
     content = message.get("content")
     if isinstance(content, list):
         content = "\n".join(
@@ -53,13 +57,40 @@ def _canonical(message: dict[str, Any]) -> bytes:
         (
             c.get("id"),
             (c.get("function") or {}).get("name"),
-            (c.get("function") or {}).get("arguments"),
+            _arguments((c.get("function") or {}).get("arguments")),
         )
         for c in message.get("tool_calls") or []
         if isinstance(c, dict)
     ]
     turn = [message.get("role"), content or "", calls, message.get("tool_call_id")]
     return json.dumps(turn, sort_keys=True, ensure_ascii=False).encode()
+
+
+def _arguments(arguments: Any) -> Any:
+    """Tool-call arguments as the same JSON however a client spaced or ordered them (the
+    Messages API sends them back as an object, re-serialised)."""
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return arguments
+
+
+_NAMED_ID = re.compile(r"""["']id["']\s*:\s*["']([^"'\s]{4,200})["']""")
+"""A call id as a client writes a tool call into text (``{'id': 'call_…', …}``)."""
+
+
+def _call_ids(message: dict[str, Any]) -> list[str]:
+    """The tool-call ids a message names: its calls, the call it answers, and ids written
+    into its text."""
+    ids = [c["id"] for c in message.get("tool_calls") or [] if isinstance(c, dict) and c.get("id")]
+    if isinstance(message.get("tool_call_id"), str):
+        ids.append(message["tool_call_id"])
+    content = message.get("content")
+    if isinstance(content, list):
+        content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    if isinstance(content, str) and "id" in content:
+        ids += _NAMED_ID.findall(content)
+    return [str(i) for i in ids]
 
 
 def prefix_digests(messages: list[dict[str, Any]]) -> list[str]:
@@ -97,6 +128,9 @@ class Conversation:
     started: bool = False
     policy_version: int | None = None
     """Oldest version that wrote a reply in this episode."""
+    call_ids: list[str] = field(default_factory=list)
+    """Ids of the latest tool calls it was answered with (a transcript naming one
+    continues it)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +162,8 @@ class Conversations:
         """Episodes closed to stay within bounds, their ends not yet published."""
         self._open: OrderedDict[str, Conversation] = OrderedDict()
         self._by_digest: dict[str, str] = {}
+        self._by_call: dict[str, str] = {}
+        """Ids of the tool calls open episodes were answered with → their episode."""
         self._ended: OrderedDict[str, int] = OrderedDict()
         """Named episodes that ended here → how many times the name was reused since."""
 
@@ -153,12 +189,15 @@ class Conversations:
         """The episode this call continues (or a new one), and its new turns."""
         digests = prefix_digests(messages)
         conversation = self._open.get(episode_id) if episode_id else None
+        resumed_at: int | None = None
         if conversation is None and not episode_id:
             for i in range(len(digests) - 1, -1, -1):
                 found = self._by_digest.get(digests[i])
                 if found is not None and found in self._open:
                     conversation = self._open[found]
                     break
+            else:
+                pass
         started = conversation is None
         if conversation is None:
             episode = episode_id or f"gw-{uuid.uuid4().hex[:20]}"
@@ -170,14 +209,26 @@ class Conversations:
             )
             self._open[episode] = conversation
             self._bound()
-        new_start = conversation.sent
-        if conversation.digest is not None and (
-            new_start > len(digests) or digests[new_start - 1] != conversation.digest
+        new_start = conversation.sent if resumed_at is None else resumed_at
+        if resumed_at is None and (
+            conversation.digest is not None
+            and (new_start > len(digests) or digests[new_start - 1] != conversation.digest)
         ):
             new_start = 0  # the client rewrote the history: all of it is this call's input
         self._open.move_to_end(conversation.episode_id)
         conversation.last_active = time.monotonic()
         return Call(conversation, messages[new_start:], started)
+
+    def _naming_a_call(self, messages: list[dict[str, Any]]) -> tuple[Conversation | None, int]:
+        """The open episode whose tool call the latest message naming one names, and the
+        index after that message (the new turns start there): for clients that send the
+        history back in their own words (tool calls written as text, with their ids)."""
+        for i in range(len(messages) - 1, -1, -1):
+            for call_id in _call_ids(messages[i]):
+                found = self._by_call.get(call_id)
+                if found is not None and found in self._open:
+                    return self._open[found], i + 1
+        return None, 0
 
     def published(self, conversation: Conversation, steps: list[Step]) -> None:
         """Keep ``steps`` as the episode's context, within its bounds (and every open one's
@@ -211,6 +262,11 @@ class Conversations:
         conversation.digest = prefix_digests(transcript)[-1]
         conversation.sent = len(transcript)
         self._by_digest[conversation.digest] = conversation.episode_id
+        for call_id in _call_ids(reply):
+            self._by_call[call_id] = conversation.episode_id
+            conversation.call_ids.append(call_id)
+        while len(conversation.call_ids) > CONTEXT_STEPS:
+            self._by_call.pop(conversation.call_ids.pop(0), None)
 
     def close(self, episode_id: str) -> Conversation | None:
         """Forget an episode (it ended); returns it."""
@@ -219,6 +275,8 @@ class Conversations:
             self.nbytes -= conversation.nbytes
         if conversation is not None and conversation.digest is not None:
             self._by_digest.pop(conversation.digest, None)
+        for call_id in conversation.call_ids if conversation is not None else ():
+            self._by_call.pop(call_id, None)
         if conversation is not None:
             self._ended.setdefault(episode_id, 0)
             while len(self._ended) > self.capacity:

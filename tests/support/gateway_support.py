@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,13 @@ from safactory.infra.config import Settings
 
 @contextlib.contextmanager
 def scripted_upstream(
-    replies: list[dict[str, Any]],
+    replies: list[dict[str, Any]] | Callable[[dict[str, Any]], dict[str, Any]],
     fingerprint: str | None = None,
     seen: list[dict[str, Any]] | None = None,
 ) -> Iterator[str]:
     """An upstream answering a chat with ``replies[n]``, n = the tool results in it so far
-    (so each turn of an agent loop gets its own reply); yields its ``/v1`` base URL. The
-    request bodies are appended to ``seen`` when given."""
+    (so each turn of an agent loop gets its own reply), or with ``replies(body)``; yields
+    its ``/v1`` base URL. The request bodies are appended to ``seen`` when given."""
     app = FastAPI()
     seen = [] if seen is None else seen
 
@@ -38,8 +38,11 @@ def scripted_upstream(
     async def _chat(request: Request) -> dict[str, Any]:
         body = await request.json()
         seen.append(body)
-        turn = sum(1 for m in body["messages"] if m.get("role") == "tool")
-        message = replies[min(turn, len(replies) - 1)]
+        if callable(replies):
+            message = replies(body)
+        else:
+            turn = sum(1 for m in body["messages"] if m.get("role") == "tool")
+            message = replies[min(turn, len(replies) - 1)]
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         reply = {
             "id": f"chatcmpl-{len(seen)}",
@@ -90,7 +93,8 @@ def gateway_process(upstream: str, settings: Settings, log: Path, *extra: str) -
             found = re.search(r"gateway on (http://[\d.]+:\d+/v1)", log.read_text())
             if found:
                 with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(found[1][: -len("/v1")] + "/health", timeout=2).is_success:
+                    health = httpx.get(found[1][: -len("/v1")] + "/health", timeout=2)
+                    if health.status_code in (200, 401):  # 401: it answers, with --token
                         base = found[1]
                         break
             time.sleep(0.1)
