@@ -197,7 +197,7 @@ class Conversations:
                     conversation = self._open[found]
                     break
             else:
-                pass
+                conversation, resumed_at = self._naming_a_call(messages)
         started = conversation is None
         if conversation is None:
             episode = episode_id or f"gw-{uuid.uuid4().hex[:20]}"

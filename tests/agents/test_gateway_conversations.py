@@ -91,3 +91,24 @@ def test_a_call_naming_an_ended_episode_starts_a_new_one() -> None:
     again = book.resolve([ASK], episode_id="ep-mugs")
     assert again.started and again.conversation.episode_id == "ep-mugs.1"
     assert a.conversation.episode_id == "ep-mugs"
+
+
+def test_a_history_written_back_as_text_continues_by_the_call_ids_it_names() -> None:
+    """A client that sends an earlier tool call back as text (with its id) and the tool's
+    output as a user turn continues the episode; the new turns start after that text."""
+    conversations = Conversations()
+    task = [{"role": "user", "content": "Summarise notes.txt"}]
+    first = conversations.resolve(task)
+    call = {"id": "call_4f1c2a9e", "type": "function", "function": {"name": "read_file"}}
+    call["function"]["arguments"] = '{"path": "notes.txt"}'
+    conversations.answered(first.conversation, task, {"role": "assistant", "tool_calls": [call]})
+    again = [
+        *task,
+        {"role": "assistant", "content": f"Calling tools:\n[{call!r}]"},
+        {"role": "user", "content": "Observation:\nv2.1: faster sync"},
+    ]
+    second = conversations.resolve(again)
+    assert second.conversation is first.conversation and not second.started
+    assert second.new_messages == again[2:]
+    stranger = [*task, {"role": "assistant", "content": "Calling tools:\n[{'id': 'call_other'}]"}]
+    assert conversations.resolve(stranger).started
