@@ -48,13 +48,13 @@ ErrorBody = Callable[[int, str], Response]
 
 def openai_error(status: int, message: str) -> JSONResponse:
     """An OpenAI-style error body."""
+    kind = ERROR_KINDS.get(status, "api_error")
     return JSONResponse(
-        {"error": {"message": message, "type": _KINDS.get(status, "api_error"), "code": status}},
-        status_code=status,
+        {"error": {"message": message, "type": kind, "code": status}}, status_code=status
     )
 
 
-_KINDS = {
+ERROR_KINDS = {
     400: "invalid_request_error",
     401: "authentication_error",
     403: "permission_error",
@@ -62,7 +62,9 @@ _KINDS = {
     413: "request_too_large",
     415: "invalid_request_error",
     421: "invalid_request_error",
+    429: "rate_limit_error",
 }
+"""An error's ``type`` by HTTP status (OpenAI's and Anthropic's bodies use the same names)."""
 
 
 def plain_error(status: int, message: str) -> JSONResponse:

@@ -20,6 +20,8 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
+from ...infra.http import ERROR_KINDS
+
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 
 
@@ -193,18 +195,8 @@ def events(reply: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield {"type": "message_stop"}
 
 
-_KINDS = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-}
-
-
 def error(status: int, message: str) -> JSONResponse:
     """Anthropic's error body (what its clients parse)."""
-    kind = _KINDS.get(status, "invalid_request_error" if status < 500 else "api_error")
+    kind = ERROR_KINDS.get(status, "invalid_request_error" if status < 500 else "api_error")
     body = {"type": "error", "error": {"type": kind, "message": message}}
     return JSONResponse(body, status_code=status)
