@@ -155,6 +155,14 @@ class Operator(BaseModel):
         """This step with times relative to ``now`` made absolute (most steps: itself)."""
         return self
 
+    def files(self) -> list[Path]:
+        """Files outside the database this step reads (most steps: none)."""
+        return []
+
+    def located(self, base: Path) -> Operator:
+        """This step with relative file paths made absolute against ``base``."""
+        return self
+
     def describe(self) -> str:
         """The step in words (what ``data ask`` prints before it runs a plan)."""
         args = ", ".join(f"{k}={v!r}" for k, v in self.model_dump(exclude={"op"}).items() if v)
@@ -172,6 +180,8 @@ def register(cls: type[Operator]) -> type[Operator]:
 
 def available() -> dict[str, type[Operator]]:
     """Every operator by name: the built-in ones and those of installed packages."""
+    from . import science  # noqa: F401  (registers the scientific readers)
+
     for entry in entry_points(group="safactory.operators"):
         if entry.name not in _REGISTRY:
             register(entry.load())

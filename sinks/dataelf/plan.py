@@ -61,7 +61,11 @@ class Plan(BaseModel):
             if (i == 0) == step.needs_input:
                 raise ValueError(
                     f"steps[{i}] ({step.NAME}): "
-                    + ("a plan starts with select" if i == 0 else "select only starts a plan")
+                    + (
+                        "a plan starts with select (or a read_* of a file)"
+                        if i == 0
+                        else f"{step.NAME} only starts a plan"
+                    )
                 )
             name = getattr(step, "name", None)
             if isinstance(name, str):
@@ -73,6 +77,14 @@ class Plan(BaseModel):
     def pinned(self, now: float) -> Plan:
         """The plan with relative times (``within_days``) made absolute at ``now``."""
         return self.model_copy(update={"steps": [s.pinned(now) for s in self.steps]})
+
+    def located(self, base: Path) -> Plan:
+        """The plan with relative file paths (scientific readers) made absolute at ``base``."""
+        return self.model_copy(update={"steps": [s.located(base) for s in self.steps]})
+
+    def files(self) -> list[Path]:
+        """Files outside the database the plan reads."""
+        return [path for step in self.steps for path in step.files()]
 
     def describe(self) -> str:
         """The plan in words, one numbered step a line."""

@@ -92,6 +92,12 @@ def load_examples(path: Path = EXAMPLES) -> list[Example]:
     return out
 
 
+def planned_operators() -> dict[str, type[Operator]]:
+    """The operators a planner writes plans of: every one that works on the database (the
+    file readers of :mod:`.science` are run from a written plan, ``data ask --plan``)."""
+    return {n: c for n, c in available().items() if c.needs_input or n == "select"}
+
+
 def plan_schema(
     values: dict[str, list[str]] | None = None,
     operators: dict[str, type[Operator]] | None = None,
@@ -100,7 +106,7 @@ def plan_schema(
     each step an object of one operator's parameters with its ``op`` first. Column names
     are narrowed to those of the tables and what operators add, and env, risk type and
     checker names to ``values`` (what the database holds) where given."""
-    operators = operators or available()
+    operators = operators or planned_operators()
     kinds = {"column": known_columns(operators), **(values or {})}
     defs: dict[str, Any] = {}
     variants = {}
@@ -134,7 +140,7 @@ def plan_schema(
 def known_columns(operators: dict[str, type[Operator]] | None = None) -> list[str]:
     """Every column a plan may name: the tables' visible ones and what operators add
     (``mean_<column>`` for aggregate's mean, ``<table>_<column>`` for join's)."""
-    operators = operators or available()
+    operators = operators or planned_operators()
     fields = {
         t: [f.name for f in [*COMMON, *EXTRA[t]] if f.name not in HIDDEN_COLUMNS] for t in TABLES
     }
@@ -188,7 +194,7 @@ def _type_name(annotation: Any) -> str:
 
 def describe_operators(operators: dict[str, type[Operator]] | None = None) -> str:
     """One line an operator: its name, what it does, its parameters."""
-    operators = operators or available()
+    operators = operators or planned_operators()
     lines = []
     for name, cls in sorted(operators.items(), key=lambda kv: (kv[0] != "select", kv[0])):
         params = []

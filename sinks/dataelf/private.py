@@ -82,7 +82,10 @@ def run_sandboxed(
     ``mask``). With ``mask`` the run is private. Returns what the job printed (masked when
     private) and the manifest. :class:`PlanError` when refused or failed."""
     out = out.resolve()  # the job runs elsewhere: a relative folder means the caller's
-    plan = plan.pinned(time.time())
+    plan = plan.pinned(time.time()).located(Path.cwd())
+    for path in plan.files():
+        if not path.is_file():
+            raise PlanError(f"{path}: the plan reads it, and it is not a readable file")
     reason = refusal(plan) if mask is not None else None
     if reason is not None:
         raise PlanError(reason)
@@ -101,7 +104,7 @@ def run_sandboxed(
         plan_path.write_text(plan.model_dump_json())
         random_bytes = Path(staging) / "urandom"
         random_bytes.write_bytes(os.urandom(1 << 16))
-        sandbox = _sandbox(plan_path, random_bytes, folder, out, limits)
+        sandbox = _sandbox(plan_path, random_bytes, folder, out, limits, plan.files())
         wall = max(JOB_TIMEOUT_S, 2.0 * limits.cpu_s)
         try:
             done = subprocess.run(
@@ -124,9 +127,12 @@ def run_sandboxed(
     return _released(plan, out, done.stdout, mask)
 
 
-def _sandbox(plan_path: Path, random_bytes: Path, db: Path, out: Path, limits: Limits) -> list[str]:
-    """bubblewrap's part of the job's command line (this interpreter's files readable)."""
-    readable = {Path(sys.prefix), Path(sys.base_prefix), _PROJECT, db}
+def _sandbox(
+    plan_path: Path, random_bytes: Path, db: Path, out: Path, limits: Limits, files: list[Path]
+) -> list[str]:
+    """bubblewrap's part of the job's command line (this interpreter's files readable, and
+    the ``files`` the plan reads)."""
+    readable = {Path(sys.prefix), Path(sys.base_prefix), _PROJECT, db, *files}
     readable |= {Path(p) for p in sys.path if p and Path(p).is_dir()}
     readable -= {Path("/tmp")}  # the job's /tmp is its own
     argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
