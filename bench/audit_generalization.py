@@ -14,9 +14,9 @@ cached). Then, for each scored source, the calibration (``streams/audit/calibrat
 each checker's precision per score band, and the decision it earns) is fitted on **every
 other source** (plus the everyday development traces), and applied to the scored one:
 ``block`` and ``warn`` where the held-in precision reached 90 % and 80 %, ``uncertain``
-where a checker fired without it. The deep heads that judge InjecAgent are trained without
-InjecAgent. Nothing is fitted on the scored source; the precision targets and the
-calibration's rule were fixed before these figures were read.
+where a checker fired without it. The deep heads that judge InjecAgent or the own
+environments are trained without their calls. Nothing is fitted on the scored source; the
+precision targets and the calibration's rule were fixed before these figures were read.
 
 Per source and tier (``fast`` = rules and heuristics, ``deep`` = the learned heads under the
 trust model, ``both`` = every default checker): block precision, warn precision, recall

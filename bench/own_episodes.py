@@ -113,12 +113,51 @@ def own_records() -> list[AuditRecord]:
     return out
 
 
+def _acts(record: AuditRecord) -> dict[tuple[str, str], str]:
+    """(tool, arguments JSON) -> what came back, for each act of an episode (a choice env's
+    command as ``shell``)."""
+    out = {}
+    for step in record.steps:
+        call = step.action.tool_call
+        if call is not None and call.function.name != "finish":
+            out[(call.function.name, call.function.arguments)] = step.tool_result or ""
+        elif call is None and step.action.text and record.group == CHOICE:
+            out[("shell", json.dumps({"command": step.action.text}))] = step.tool_result or ""
+    return out
+
+
+def labelled_acts(records: list[AuditRecord]) -> list[dict[str, Any]]:
+    """Acts labelled by the environments' ground truth: every act of a safe episode is safe;
+    an act of an unsafe episode is unsafe when no safe episode of the same task made it."""
+    safe: dict[str, set[tuple[str, str]]] = {}
+    for r in records:
+        if not r.unsafe:
+            safe.setdefault(r.id.rsplit("-", 1)[0], set()).update(_acts(r))
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in records:
+        known = safe.get(r.id.rsplit("-", 1)[0], set())
+        for (tool, arguments), result in _acts(r).items():
+            unsafe = bool(r.unsafe) and (tool, arguments) not in known
+            row = {"tool": tool, "arguments": arguments, "result": result[:400]}
+            row.update(unsafe=unsafe, env=r.group)
+            out.setdefault((tool, arguments), row)["unsafe"] &= unsafe
+    rows = sorted(out.values(), key=lambda row: (row["env"], row["tool"], row["arguments"]))
+    return [{"id": f"{row['env']}-{i:04d}", **row} for i, row in enumerate(rows)]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="write the records here as JSONL")
+    parser.add_argument(
+        "--actions", type=Path, help="write the acts, labelled by ground truth, here as JSONL"
+    )
     args = parser.parse_args(argv)
     records = own_records()
+    if args.actions:
+        rows = labelled_acts(records)
+        args.actions.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        print(f"{len(rows)} acts, {sum(r['unsafe'] for r in rows)} unsafe -> {args.actions}")
     unsafe = sum(bool(r.unsafe) for r in records)
     print(f"{len(records)} episodes, {unsafe} unsafe by the environments' ground truth")
     if args.out:

@@ -3,13 +3,13 @@
     python bench/audit_generalization.py --write-calibration
 
 Every default checker judges every labelled record of every source (:func:`judge_all`; the
-deep heads that judge InjecAgent are trained without it); per source, per checker and per
-score band :func:`fit` counts the firings on unsafe and on all episodes, and the result is
-``streams/audit/heads/calibration.json`` (:mod:`..audit.calibration`). The bench above
-loads the sources (the public ones, the own environments, the everyday development traces),
-scores each one left out with a calibration fitted on the others, and writes the table
-fitted on all of them; the judged records are cached under ``$SF_HOME/bench`` (one pass,
-about ten minutes on two cores).
+deep heads that judge InjecAgent or the own environments are trained without them); per
+source, per checker and per score band :func:`fit` counts the firings on unsafe and on all
+episodes, and the result is ``streams/audit/heads/calibration.json``
+(:mod:`..audit.calibration`). The bench above loads the sources (the public ones, the own
+environments, the everyday development traces), scores each one left out with a calibration
+fitted on the others, and writes the table fitted on all of them; the judged records are
+cached under ``$SF_HOME/bench`` (one pass, about ten minutes on two cores).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ..audit.embedding import deep_embedder_settings
 from ..audit.engine import AuditEngine
 from ..audit.importers import AuditRecord, read_entries, read_records
 from ..audit.view import EpisodeView
-from .deep_heads import train_all
+from .deep_heads import OWN_ENVS, train_all
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC: dict[str, tuple[str, str]] = {
@@ -45,7 +45,9 @@ PUBLIC: dict[str, tuple[str, str]] = {
     "injecagent": ("trajectories/injecagent/injecagent_runs.json", "rjudge"),
 }
 """The public labelled trajectory sources under ``shared/data/audit``."""
-OWN = "own-envs"
+OWN = OWN_ENVS
+LEARNT_FROM = ("injecagent", OWN)
+"""Sources the deep heads learn from: each is judged by heads trained without it."""
 EVERYDAY_DEV = "everyday-dev"
 
 
@@ -186,15 +188,17 @@ def judge_all(
     data: Path, records: Mapping[str, list[AuditRecord]], tag: str, fingerprint: str = ""
 ) -> dict[str, list[Judged]]:
     """:func:`judge` over every source (cached by :func:`code_version`, ``fingerprint`` of
-    the records and ``tag``); InjecAgent is judged by deep heads trained without it."""
+    the records and ``tag``); InjecAgent and the own environments are judged by deep heads
+    trained without them."""
     home = Path(os.environ.get("SF_HOME", Path.home() / ".cache" / "safactory"))
     cache = home / "bench" / f"judged-{code_version(fingerprint)}-{tag}.pkl"
     if cache.is_file():
         return pickle.loads(cache.read_bytes())
-    heads = {(): deep_checkers(data), ("injecagent",): deep_checkers(data, ("injecagent",))}
+    heads = {(s,): deep_checkers(data, (s,)) for s in LEARNT_FROM}
+    heads[()] = deep_checkers(data)
     out: dict[str, list[Judged]] = {}
     for source, rows in records.items():
-        deep = heads[("injecagent",) if source == "injecagent" else ()]
+        deep = heads[(source,) if source in LEARNT_FROM else ()]
         engine = engine_for(deep)
         started = time.perf_counter()
         out[source] = []

@@ -7,10 +7,12 @@ deep embedder's vectors of the texts its checker reads (``describe_call``,
 ``describe_outcome``, the request). Its threshold is chosen on the head's
 own validation split (one example in five by hash; WebGuard's by website, so validation
 sites are unseen): the lowest cut whose precision there reaches 90 %, never picked on a
-trajectory source. Each head records what it trained
-on: ``sources`` lists the labelled trajectory sources it read (only InjecAgent, whose runs
-label the attacker's call by construction), so ``bench/audit_generalization.py`` can leave a
-source out of the heads that score it (``--exclude``).
+trajectory source. Each head records what it trained on: ``trajectory_sources`` lists the
+labelled sources whose acts it read (InjecAgent, whose runs label the attacker's call by
+construction, and the own environments, labelled by their ground truth; see
+``bench/own_episodes.py --actions``), so ``bench/audit_generalization.py`` scores each of
+them with heads trained without it. The other cases are texts and single acts: the written
+ones, WebGuard's, and PrivacyLens's disclosures with their harmless twins.
 """
 
 from __future__ import annotations
@@ -30,11 +32,15 @@ from . import datasets as ds
 
 L2 = 1.0
 HEADS = ("action_harm", "outcome_harm", "request_harm")
+OWN_ENVS = "own-envs"
+"""The own environments' source name (``calibrate.OWN``): their acts train two heads."""
 
 
 def action_examples(data: Path, exclude: Iterable[str] = ()) -> list[tuple[str, str, int, str]]:
     """(key, text, label, split group) for the action head: the written actions, WebGuard's
-    web actions (grouped by website) and InjecAgent's labelled calls (unless excluded)."""
+    web actions (grouped by website), PrivacyLens's disclosures and their harmless twins, and
+    the labelled calls of InjecAgent and of the own environments (unless excluded)."""
+    excluded = set(exclude)
     out = [
         (key, describe_call(tool, args, desc), y, key)
         for key, tool, args, desc, y in ds.own_actions()
@@ -43,7 +49,13 @@ def action_examples(data: Path, exclude: Iterable[str] = ()) -> list[tuple[str, 
         (key, describe_call(tool, args, desc), y, f"webguard-site:{site}")
         for key, tool, args, desc, y, site in ds.webguard_actions(data)
     ]
-    if "injecagent" not in set(exclude):
+    out += [
+        (key, describe_call(tool, args, desc), y, f"privacylens:{case}")
+        for key, tool, args, desc, y, case in ds.privacylens_actions(data)
+    ]
+    if OWN_ENVS not in excluded:
+        out += [(key, describe_call(t, a, d), y, key) for key, t, a, d, y in ds.env_actions()]
+    if "injecagent" not in excluded:
         out += [
             (key, describe_call(tool, args, desc), y, key.split("#")[0])
             for key, tool, args, desc, y in ds.injecagent_actions(data)
@@ -51,9 +63,13 @@ def action_examples(data: Path, exclude: Iterable[str] = ()) -> list[tuple[str, 
     return out
 
 
-def outcome_examples() -> list[tuple[str, str, int, str]]:
-    """(key, text, label, group) for the outcome head: the written outcomes."""
-    return [(k, describe_outcome(call, obs), y, k) for k, call, obs, y in ds.own_outcomes()]
+def outcome_examples(exclude: Iterable[str] = ()) -> list[tuple[str, str, int, str]]:
+    """(key, text, label, group) for the outcome head: the written outcomes and what the own
+    environments reported back (unless excluded)."""
+    rows = [(k, call, obs, y) for k, call, obs, y in ds.own_outcomes()]
+    if OWN_ENVS not in set(exclude):
+        rows += ds.env_outcomes()
+    return [(k, describe_outcome(call, obs), y, k) for k, call, obs, y in rows]
 
 
 def request_examples(data: Path) -> list[tuple[str, str, int, str]]:
@@ -155,14 +171,16 @@ def train_all(
     excluded = set(exclude)
     out: dict[str, LogisticHead] = {}
     chosen = set(only)
+    envs = [] if OWN_ENVS in excluded else [OWN_ENVS]
     if "action_harm" in chosen:
-        used = [] if "injecagent" in excluded else ["injecagent"]
-        written = ["written actions", "webguard", *used]
+        used = [s for s in ("injecagent", OWN_ENVS) if s not in excluded]
+        written = ["written actions", "webguard", "privacylens", *used]
         out["action_harm"] = fit("action_harm", action_examples(data, excluded), embed, written)
         out["action_harm"].meta["trajectory_sources"] = used
     if "outcome_harm" in chosen:
-        out["outcome_harm"] = fit("outcome_harm", outcome_examples(), embed, ["written outcomes"])
-        out["outcome_harm"].meta["trajectory_sources"] = []
+        examples = outcome_examples(excluded)
+        out["outcome_harm"] = fit("outcome_harm", examples, embed, ["written outcomes", *envs])
+        out["outcome_harm"].meta["trajectory_sources"] = envs
     if "request_harm" in chosen:
         texts = ["written requests", "jailbreakbench goals", "toolsword", "cyberseceval frr"]
         out["request_harm"] = fit("request_harm", request_examples(data), embed, texts)
