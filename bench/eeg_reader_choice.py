@@ -48,33 +48,28 @@ print(json.dumps({{"import_s": t1 - t0, "read_s": t2 - t1,
 """
 
 
-def write(path: Path, channels: int, minutes: float, rate: int = 256) -> None:
-    """A recording of ``channels`` sines (5-40 Hz) with noise."""
+def write_edf(path: Path, signals: dict[str, np.ndarray], rate: int) -> None:
+    """An EDF+ file of ``signals`` (label -> microvolts within ±100) sampled at ``rate``."""
     import pyedflib
 
+    writer = pyedflib.EdfWriter(str(path), len(signals), file_type=pyedflib.FILETYPE_EDFPLUS)
+    header = {"dimension": "uV", "sample_frequency": rate, "physical_min": -100.0}
+    header |= {"physical_max": 100.0, "digital_min": -32768, "digital_max": 32767}
+    writer.setSignalHeaders([{"label": label, **header} for label in signals])
+    writer.writeSamples(list(signals.values()))
+    writer.close()
+
+
+def write(path: Path, channels: int, minutes: float, rate: int = 256) -> None:
+    """A recording of ``channels`` sines (5-40 Hz) with noise."""
     n = int(rate * 60 * minutes)
     t = np.arange(n) / rate
     noise = np.random.default_rng(0)
-    signals = [
-        40 * np.sin(2 * math.pi * (5 + i % 36) * t) + noise.normal(0, 5, n) for i in range(channels)
-    ]
-    writer = pyedflib.EdfWriter(str(path), channels, file_type=pyedflib.FILETYPE_EDFPLUS)
-    writer.setSignalHeaders(
-        [
-            {
-                "label": f"C{i}",
-                "dimension": "uV",
-                "sample_frequency": rate,
-                "physical_min": -100.0,
-                "physical_max": 100.0,
-                "digital_min": -32768,
-                "digital_max": 32767,
-            }
-            for i in range(channels)
-        ]
-    )
-    writer.writeSamples(signals)
-    writer.close()
+    signals = {
+        f"C{i}": 40 * np.sin(2 * math.pi * (5 + i % 36) * t) + noise.normal(0, 5, n)
+        for i in range(channels)
+    }
+    write_edf(path, signals, rate)
 
 
 def probe(library: str, path: Path) -> dict[str, float]:

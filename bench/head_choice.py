@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import hashlib
 import json
 import sys
 import time
@@ -36,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from deep_tier_choice import hashed  # bench/ is on sys.path
 
 from safactory.streams.audit.checkers.deep import (
     ActionHarm,
@@ -229,13 +229,6 @@ class Head:
                 pooled = self.backbone.run_top(self.module, texts[i : i + 32])
                 out.append(torch.sigmoid(self.scale * self.linear(pooled).squeeze(-1)).numpy())
         return np.concatenate(out)
-
-
-def hashed(items: list, n: int) -> list:
-    """``n`` items by hash of their key (first field), deterministic."""
-    if len(items) <= n:
-        return items
-    return sorted(items, key=lambda e: hashlib.sha256(str(e[0]).encode()).digest())[:n]
 
 
 def training_sets(data: Path, cap: int) -> dict[str, dict[str, list[Example]]]:

@@ -36,6 +36,12 @@ BANDS: dict[str, tuple[float, float]] = {
 """The conventional EEG bands, in Hz (a band above the recording's Nyquist rate is null)."""
 
 
+def _table(rows: dict[str, list], types: list[pa.DataType]) -> pa.Table:
+    """The columns in ``rows`` (in order) as a table of ``types``."""
+    arrays = [pa.array(v, t) for v, t in zip(rows.values(), types, strict=True)]
+    return pa.table(arrays, names=list(rows))
+
+
 class ReadFile(Operator):
     """An operator that starts a plan from one file."""
 
@@ -80,11 +86,7 @@ class ReadSequences(ReadFile):
                 rows["mean_quality"].append(float(np.mean(quality)) if quality else None)
         except ValueError as exc:
             raise PlanError(f"{self.NAME}: {self.path} is not {fmt}: {exc}") from None
-        types = [pa.string(), pa.int64(), pa.float64(), pa.float64()]
-        return pa.table(
-            [pa.array(rows[n], t) for n, t in zip(self.ADDS, types, strict=True)],
-            names=list(self.ADDS),
-        )
+        return _table(rows, [pa.string(), pa.int64(), pa.float64(), pa.float64()])
 
 
 def band_power(signal: np.ndarray, rate: float) -> dict[str, float | None]:
@@ -138,11 +140,7 @@ class ReadEeg(ReadFile):
                     rows[band].append(power)
         finally:
             reader.close()
-        types = [pa.string(), pa.float64(), pa.float64()] + [pa.float64()] * len(BANDS)
-        return pa.table(
-            [pa.array(rows[n], t) for n, t in zip(self.ADDS, types, strict=True)],
-            names=list(self.ADDS),
-        )
+        return _table(rows, [pa.string(), pa.float64(), pa.float64()] + [pa.float64()] * len(BANDS))
 
 
 @register
@@ -180,8 +178,6 @@ class ReadMolecules(ReadFile):
             )
             rows["formula"].append(None if mol is None else rdMolDescriptors.CalcMolFormula(mol))
             rows["heavy_atoms"].append(None if mol is None else mol.GetNumHeavyAtoms())
-        types = [pa.string(), pa.string(), pa.bool_(), pa.float64(), pa.string(), pa.int64()]
-        return pa.table(
-            [pa.array(rows[n], t) for n, t in zip(self.ADDS, types, strict=True)],
-            names=list(self.ADDS),
+        return _table(
+            rows, [pa.string(), pa.string(), pa.bool_(), pa.float64(), pa.string(), pa.int64()]
         )

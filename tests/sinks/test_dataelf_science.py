@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,9 @@ from typer.testing import CliRunner
 from safactory.cli.main import app
 from safactory.sinks.dataelf.plan import Plan
 from safactory.sinks.dataelf.science import band_power
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from eeg_reader_choice import write_edf
 
 runner = CliRunner()
 
@@ -68,28 +72,11 @@ def test_sequences_from_fasta_and_fastq(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_eeg_band_power_per_channel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pyedflib = pytest.importorskip("pyedflib")
     monkeypatch.chdir(tmp_path)
     rate, seconds = 256, 10
     t = np.arange(rate * seconds) / rate
     signals = {"Oz": 40.0 * np.sin(2 * math.pi * 10 * t), "Cz": 20.0 * np.sin(2 * math.pi * 20 * t)}
-    writer = pyedflib.EdfWriter("rec.edf", len(signals), file_type=pyedflib.FILETYPE_EDFPLUS)
-    writer.setSignalHeaders(
-        [
-            {
-                "label": name,
-                "dimension": "uV",
-                "sample_frequency": rate,
-                "physical_min": -100.0,
-                "physical_max": 100.0,
-                "digital_min": -32768,
-                "digital_max": 32767,
-            }
-            for name in signals
-        ]
-    )
-    writer.writeSamples(list(signals.values()))
-    writer.close()
+    write_edf(Path("rec.edf"), signals, rate)
     _, out = ask(
         tmp_path,
         [
