@@ -66,6 +66,21 @@ class Constrained(LogitsProcessor):
         scores[:, self._banned[self._banned < scores.shape[-1]]] = float("-inf")
         return scores
 
+    def masked(self, scores: torch.Tensor) -> torch.Tensor:
+        """``scores`` masked to what the grammar allows next (for :func:`greedy`)."""
+        scores = self._mask(torch.empty(0), scores)
+        scores[:, self._banned[self._banned < scores.shape[-1]]] = float("-inf")
+        return scores
+
+    def consume(self, token: int) -> None:
+        """The grammar takes ``token`` (for :func:`greedy`)."""
+        self._consume(token)
+
+    def forced(self) -> list[int]:
+        """Tokens the grammar allows one way only from here, already taken (none unless the
+        library can say)."""
+        return []
+
     def _consume(self, token: int) -> None:
         raise NotImplementedError
 
@@ -84,12 +99,22 @@ class Bitmasked(Constrained):
         banned: list[int],
         accept: Callable[[Any, int], object],
         fill: Callable[[Any, torch.Tensor], None],
+        forced: Callable[[Any], list[int]] | None = None,
     ) -> None:
         super().__init__(banned)
         self._matcher = matcher
         self._bitmask = torch.full((1, words), -1, dtype=torch.int32)
         self._accept = accept
         self._fill = fill
+        self._forced = forced
+
+    def forced(self) -> list[int]:
+        if self._forced is None:
+            return []
+        tokens = list(self._forced(self._matcher))
+        for token in tokens:
+            self._consume(token)
+        return tokens
 
     def _consume(self, token: int) -> None:
         if self._accept(self._matcher, token) is False:
@@ -124,6 +149,38 @@ def json_schema(tokenizer: PreTrainedTokenizerBase, schema: dict[str, Any]) -> F
 
     def make() -> LogitsProcessor:
         matcher = llguidance.LLMatcher(lltok, grammar)
-        return Bitmasked(matcher, words, banned, llguidance.LLMatcher.consume_token, fill)
+        return Bitmasked(
+            matcher,
+            words,
+            banned,
+            llguidance.LLMatcher.consume_token,
+            fill,
+            llguidance.LLMatcher.compute_ff_tokens,
+        )
 
     return make
+
+
+def greedy(
+    model: Any, prompt: list[int], constrained: Constrained, max_new_tokens: int, eos: int
+) -> list[int]:
+    """Greedy decoding of batch size 1 under ``constrained``, with the tokens the grammar
+    forces (keys, punctuation, the rest of a name) fed in one forward pass rather than one
+    pass each: the same answer as ``generate`` with the processor, in fewer passes."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    feed = prompt
+    out: list[int] = []
+    with torch.inference_mode():
+        while len(out) < max_new_tokens:
+            logits = model(torch.tensor([feed]), past_key_values=cache, use_cache=True).logits
+            token = int(constrained.masked(logits[:, -1, :].float()).argmax(-1))
+            out.append(token)
+            if token == eos:
+                break
+            constrained.consume(token)
+            forced = constrained.forced()[: max(0, max_new_tokens - len(out))]
+            out += forced
+            feed = [token, *forced]
+    return out
