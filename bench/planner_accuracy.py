@@ -7,8 +7,12 @@ accuracy, with the time per plan (``python bench/planner_accuracy.py --db DEMO/l
 * executable: it runs on the database without an error;
 * same result: its result table equals the careful plan's (visible columns).
 
-The planner under test is SmolLM2 here, or ``--endpoint URL --model NAME`` (any
-OpenAI-compatible server).
+The planner under test is the fine-tuned SmolLM2 here (``--weights DIR`` for another
+build), or ``--endpoint URL --model NAME`` (any OpenAI-compatible server). The intents are
+``tests/data/intents.jsonl`` (40 careful plans, never trained on), ``--intents
+tests/data/intents_reworded.jsonl`` (the same 40 reworded by someone who never saw the
+corpus), or ``--dev N``: N pairs of the corpus's held-out dev frames (a question back counts
+as right there when it is the question the pair asks).
 """
 
 from __future__ import annotations
@@ -24,17 +28,19 @@ import torch
 from safactory.agents import env_names
 from safactory.cli.dataelf_job import services
 from safactory.infra.embedding import MiniLM
+from safactory.sinks.dataelf.corpus import RISKS, pairs
 from safactory.sinks.dataelf.operators import HIDDEN_COLUMNS, PlanError
 from safactory.sinks.dataelf.plan import Plan, run_plan
 from safactory.sinks.dataelf.planner import (
-    EXAMPLES,
     EmbeddedPlanner,
     EndpointPlanner,
+    PlanQuestion,
     Prompt,
-    database_values,
+    known_values,
     same_plan,
 )
 from safactory.sinks.query import QueryError
+from safactory.streams.audit.registry import available
 
 INTENTS = Path(__file__).parents[1] / "tests" / "data" / "intents.jsonl"
 
@@ -57,16 +63,23 @@ def _result(plan: Plan, db: Path) -> list[dict] | None:
     return table.select(shown).to_pylist()
 
 
+def _unknown_env(steps: list[dict] | None) -> str | None:
+    env = (steps or [{}])[0].get("env")
+    return "env" if env is not None and env not in env_names() else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, required=True, help="a LanceDB the sink filled")
     parser.add_argument("--intents", type=Path, default=INTENTS)
     parser.add_argument(
         "--dev",
-        action="store_true",
-        help="measure on the planner's own examples instead (each planned without itself "
-        "among the examples shown): for design choices, so the intent set stays unseen",
+        type=int,
+        default=0,
+        help="measure on N pairs of the corpus's held-out dev frames instead: for design "
+        "choices, so the intent set stays unseen",
     )
+    parser.add_argument("--weights", type=Path, help="the embedded planner's weights folder")
     parser.add_argument("--endpoint", help="an OpenAI-compatible base URL (…/v1)")
     parser.add_argument("--model", default="default", help="the endpoint's model")
     parser.add_argument("--limit", type=int, default=0, help="the first N intents only")
@@ -74,26 +87,43 @@ def main() -> None:
     parser.add_argument("--log", type=Path, help="write each intent's outcome here (JSONL)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    source = EXAMPLES if args.dev else args.intents
-    cases = [json.loads(x) for x in source.read_text().splitlines() if x.strip()]
+    if args.dev:  # a pair naming an env the factory lacks is one to ask about
+        cases = [
+            {"intent": p.intent, "steps": p.steps, "ask": p.ask or _unknown_env(p.steps)}
+            for p in pairs(args.dev, split="dev")
+        ]
+    else:
+        cases = [json.loads(x) for x in args.intents.read_text().splitlines() if x.strip()]
     cases = cases[: args.limit] if args.limit else cases
-    values = database_values(args.db)
     # the intents name envs the demo does not run: every registered env may be named
-    values["env"] = sorted({*values.get("env", []), *env_names()})
-    prompt = Prompt(MiniLM().embed, values=values)
+    values = known_values(args.db, env_names(), list(available()))
+    if args.dev:  # dev pairs name every built-in risk type; the database holds a few
+        values["risk_type"] = sorted({*values.get("risk_type", []), *RISKS})
     if args.endpoint:
+        prompt = Prompt(MiniLM().embed, values=values)
         planner = EndpointPlanner(prompt, args.endpoint, args.model)
     else:
-        planner = EmbeddedPlanner(prompt)
-    counts = {"exact": 0, "valid": 0, "executable": 0, "same result": 0}
+        planner = EmbeddedPlanner(values, args.weights)
+    counts = {"exact": 0, "valid": 0, "executable": 0, "same result": 0, "asked back": 0}
     seconds, tokens, log = [], [], []
     for case in cases:
-        careful = Plan.model_validate(case)
         try:
             planned = planner.planned(case["intent"])
+        except PlanQuestion as exc:
+            counts["asked back"] += 1
+            right = case.get("ask") is not None
+            counts["same result"] += right
+            log.append(
+                {"intent": case["intent"], "asked": str(exc), "answer": exc.answer, "same": right}
+            )
+            continue
         except PlanError as exc:
             log.append({"intent": case["intent"], "error": str(exc)})
             continue
+        if case.get("ask") is not None:  # a dev pair the planner should have asked about
+            log.append({"intent": case["intent"], "answer": planned.answer, "same": False})
+            continue
+        careful = Plan.model_validate({"intent": case["intent"], "steps": case["steps"]})
         seconds.append(planned.seconds)
         tokens.append(planned.tokens)
         got = planned.plan
@@ -109,9 +139,11 @@ def main() -> None:
         )
     n = len(cases)
     who = (
-        f"endpoint {args.endpoint} ({args.model})" if args.endpoint else "SmolLM2-135M + llguidance"
+        f"endpoint {args.endpoint} ({args.model})"
+        if args.endpoint
+        else "SmolLM2-135M fine-tuned + llguidance"
     )
-    what = f"{n} {'examples (dev)' if args.dev else 'intents'}"
+    what = f"{n} {'dev-frame pairs' if args.dev else f'intents of {args.intents.name}'}"
     print(f"planner: {who}; {what}; database {args.db}")
     for name, value in counts.items():
         print(f"{name:>12}: {value:3d}/{n}  {100 * value / n:5.1f} %")

@@ -76,6 +76,7 @@ def ask(
     poison, export, plot."""
     from ..sinks.dataelf.operators import PlanError
     from ..sinks.dataelf.plan import load_plan, preview, run_plan
+    from ..sinks.dataelf.planner import PlanQuestion
     from ..sinks.dataelf.private import run_sandboxed
     from ..sinks.location import location
     from ..sinks.query import QueryError
@@ -92,6 +93,9 @@ def ask(
             plan = _planner(lance_location(db), planner_url, planner_model, planner_key).plan(
                 intent
             )
+    except PlanQuestion as exc:  # the planner asks back instead of guessing: one line
+        typer.echo(str(exc))
+        raise typer.Exit(2) from None
     except (PlanError, QueryError) as exc:
         raise _fail(str(exc), code=2) from None
     console.print(escape(plan.describe()), highlight=False)
@@ -116,12 +120,14 @@ def ask(
 
 
 def _planner(db: Db, url: str | None, model: str, key: str | None) -> Planner:
-    """The endpoint's planner when one is configured, else SmolLM2 here."""
+    """The endpoint's planner when one is configured, else the fine-tuned SmolLM2 here."""
+    from ..agents import env_names
     from ..infra.embedding import MiniLM
-    from ..sinks.dataelf.planner import EmbeddedPlanner, EndpointPlanner, Prompt, database_values
+    from ..sinks.dataelf.planner import EmbeddedPlanner, EndpointPlanner, Prompt, known_values
+    from ..streams.audit.registry import available
 
-    prompt = Prompt(MiniLM().embed, values=database_values(db))
+    values = known_values(db, env_names(), list(available()))
     if url:
-        return EndpointPlanner(prompt, url, model, api_key=key)
-    console.print("planning with SmolLM2-135M-Instruct (constrained to the plan schema)…")
-    return EmbeddedPlanner(prompt)
+        return EndpointPlanner(Prompt(MiniLM().embed, values=values), url, model, api_key=key)
+    console.print("planning with SmolLM2-135M fine-tuned for DataElf (constrained to plans)…")
+    return EmbeddedPlanner(values)

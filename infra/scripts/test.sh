@@ -25,6 +25,9 @@ trap cleanup EXIT
 
 ruff check .
 ruff format --check .
+# DataElf's planner: SmolLM2 fine-tuned on the generated corpus, built once (cached in
+# $SF_MODELS, rebuilt when the corpus or the recipe changes); its tests load it.
+python -m safactory.sinks.dataelf.tuning >/dev/null
 rc=0
 python -m pytest -q -p no:cacheprovider "$@" || rc=$?
 if [ "$rc" = 5 ]; then say "pytest collected no tests"; fi

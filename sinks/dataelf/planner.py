@@ -1,16 +1,17 @@
 """Plans from plain language: an intent turned into a DataElf plan by a language model
 whose output is constrained to the plan's JSON schema.
 
-Two planners share one prompt: the catalogue (tables, their columns, the operators and
-their parameters, the values the database holds for env and risk type) and the planner's
-own worked examples nearest in meaning to the intent (``examples.jsonl``, written for the
-planner; the accuracy set in ``tests/data/intents.jsonl`` is kept apart from them).
-
-* :class:`EmbeddedPlanner`: SmolLM2-135M-Instruct on the CPU, greedy, its tokens masked
-  to the schema's grammar (:mod:`safactory.infra.grammar`), so what it writes always parses
-  as a plan of known operators with valid parameter types.
+* :class:`EmbeddedPlanner`: SmolLM2-135M fine-tuned on a corpus generated from the operator
+  catalogue (:mod:`.corpus`, :mod:`.tuning`), on the CPU, greedy, its tokens masked to the
+  answer grammar (:mod:`safactory.infra.grammar`), so what it writes always parses as a plan
+  of known operators with valid parameter types, or as a question back
+  (:class:`PlanQuestion`) when the request names no kind of record or a name the database
+  lacks.
 * :class:`EndpointPlanner`: any OpenAI-compatible chat endpoint, asked for the same schema
-  with ``response_format: json_schema`` (OpenAI structured outputs; vLLM's guided decoding).
+  with ``response_format: json_schema`` (OpenAI structured outputs; vLLM's guided decoding),
+  prompted with the catalogue (tables, columns, operators, the database's values) and the
+  worked examples nearest in meaning to the intent (``examples.jsonl``; the accuracy set in
+  ``tests/data/intents.jsonl`` is kept apart from them).
 
 A plan still goes through :class:`~.plan.Plan` validation (``select`` first, ranges), and
 its columns are checked when it runs.
@@ -18,8 +19,8 @@ its columns are checked when it runs.
 
 from __future__ import annotations
 
-import copy
 import json
+import re
 import time
 import types
 import typing
@@ -237,6 +238,16 @@ def database_values(db: Db | None) -> dict[str, list[str]]:
     return found
 
 
+def known_values(db: Db | None, envs: list[str], checkers: list[str]) -> dict[str, list[str]]:
+    """What a plan may name: the database's values (:func:`database_values`), every env the
+    factory registers and every registered checker (a re-audit may leave out one that never
+    fired here)."""
+    values = database_values(db)
+    values["env"] = sorted({*values.get("env", []), *envs})
+    values["checker"] = sorted({*values.get("checker", []), *checkers})
+    return values
+
+
 @dataclass
 class Prompt:
     """Builds a planner's chat messages: the catalogue, the nearest examples, the intent."""
@@ -297,13 +308,114 @@ class Planned:
     tokens: int
 
 
+class PlanQuestion(PlanError):
+    """The planner's question back, instead of a plan it would have to guess (``answer``:
+    what the model wrote)."""
+
+    answer = ""
+
+
+QUESTIONS = {
+    "table": "Which records do you mean: {tables}?",
+    "env": "Which env do you mean? This factory's envs: {env}.",
+    "risk_type": "Which risk type do you mean? This database's: {risk_type}.",
+}
+"""What the planner may ask back about, and how each question is said."""
+
+
+def question(about: str, values: dict[str, list[str]]) -> PlanQuestion:
+    """The one-line question about ``about``, naming the choices."""
+    names = {k: ", ".join(v) or "none yet" for k, v in values.items()}
+    names.setdefault("env", "none yet")
+    names.setdefault("risk_type", "none yet")
+    return PlanQuestion(QUESTIONS[about].format(tables=", ".join(TABLES), **names))
+
+
+def answer_schema(values: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """The embedded planner's answer: a plan (:func:`plan_schema`) or ``{"ask": about}``."""
+    plan = plan_schema(values)
+    defs = plan.pop("$defs")
+    ask = {
+        "type": "object",
+        "properties": {"ask": {"enum": list(QUESTIONS)}},
+        "required": ["ask"],
+        "additionalProperties": False,
+    }
+    return {"anyOf": [plan, ask], "$defs": defs}
+
+
+NAMED_ENV = re.compile(r"\b([\w-]+)\s+env(?:ironment)?s?\b", re.IGNORECASE)
+NOT_A_NAME = {
+    "each",
+    "per",
+    "every",
+    "the",
+    "an",
+    "a",
+    "which",
+    "any",
+    "all",
+    "by",
+    "this",
+    "that",
+    "one",
+    "same",
+    "its",
+    "their",
+    "other",
+    "another",
+    "what",
+    "whose",
+}
+
+
+def stated_env(intent: str) -> str | None:
+    """The env the request names as "<name> env(ironment)", if any ("per env" names none)."""
+    for match in NAMED_ENV.finditer(intent):
+        if match.group(1).lower() not in NOT_A_NAME:
+            return match.group(1)
+    return None
+
+
+def unnamed(intent: str, plan: Plan) -> str | None:
+    """What the plan filters on that the intent does not name (``env`` or ``risk_type``),
+    so the planner chose it among the database's values by guess; None when all is named."""
+    from .corpus import ENVS, RISKS
+
+    said = intent.lower()
+    select = plan.steps[0]
+    env = getattr(select, "env", None)
+    if env and not any(n.lower() in said for n in [env, *ENVS.get(env, [])]):
+        return "env"
+    risk = getattr(select, "risk_type", None)
+    if risk:
+        words = {w for n in [risk, *RISKS.get(risk, [])] for w in n.replace("_", " ").split()}
+        if not any(w[:5].lower() in said for w in words if len(w) > 3):
+            return "risk_type"
+    return None
+
+
+def unguessed(intent: str, plan: Plan) -> tuple[Plan, str | None]:
+    """``plan`` with what the planner guessed settled: an env filter the request never
+    states is dropped (a filter nobody asked for is not applied); an env or risk type the
+    request names but the database lacks is a question (returned: what to ask about)."""
+    about = unnamed(intent, plan)
+    if about == "env" and stated_env(intent) is None:
+        select = plan.steps[0].model_copy(update={"env": None})
+        plan = plan.model_copy(update={"steps": [select, *plan.steps[1:]]})
+        about = unnamed(intent, plan)
+    return plan, about
+
+
 class EmbeddedPlanner:
-    """SmolLM2 (or another local causal LM) on the CPU, its output constrained to the
-    plan schema by ``constrain`` (default: :func:`safactory.infra.grammar.json_schema`)."""
+    """SmolLM2-135M fine-tuned on the generated corpus (:mod:`.tuning`, built on first use),
+    on the CPU, greedy, its tokens masked to the answer grammar (a plan of known operators
+    with valid parameter types, or a question back) by ``constrain`` (default:
+    :func:`safactory.infra.grammar.json_schema`)."""
 
     def __init__(
         self,
-        prompt: Prompt,
+        values: dict[str, list[str]],
         model_path: Path | None = None,
         *,
         constrain: Callable[[Any, dict], Callable[[], Any]] | None = None,
@@ -313,63 +425,43 @@ class EmbeddedPlanner:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from ...infra.grammar import json_schema
-        from ...infra.models import ensure_smollm2
+        from .tuning import ensure_planner
 
-        path = model_path or ensure_smollm2(progress=False)
-        self.prompt = prompt
+        path = model_path or ensure_planner()
+        self.values = values
         self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         self.model = AutoModelForCausalLM.from_pretrained(
             path, local_files_only=True, dtype=torch.float32
         ).eval()
         self.max_tokens = max_tokens
-        schema = plan_schema(prompt.values)
-        self._constrained = (constrain or json_schema)(self.tokenizer, schema)
-        self._prefix, self._prefix_cache = self._prefill(prompt.messages("")[:1])
-
-    def _prefill(self, system: list[dict[str, str]]) -> tuple[list[int], Any]:
-        """The system message's tokens and their key/value cache, computed once: every
-        prompt starts with them, so only the examples and the intent are prefilled per plan."""
-        import torch
-        from transformers import DynamicCache
-
-        from ...infra.models import chat_ids
-
-        ids = chat_ids(self.tokenizer, system, add_generation_prompt=False)
-        cache = DynamicCache()
-        with torch.inference_mode():
-            self.model(torch.tensor([ids]), past_key_values=cache, use_cache=True)
-        return ids, cache
+        self._constrained = (constrain or json_schema)(self.tokenizer, answer_schema(values))
 
     def plan(self, intent: str) -> Plan:
         return self.planned(intent).plan
 
     def planned(self, intent: str) -> Planned:
-        """The plan for ``intent`` with its raw answer, time and token count."""
-        import torch
-        from transformers import LogitsProcessorList
-
-        from ...infra.models import chat_ids
+        """The plan for ``intent`` with its raw answer, time and token count;
+        :class:`PlanQuestion` when the planner asks back instead."""
+        from ...infra.grammar import greedy
+        from .tuning import user_ids
 
         start = time.perf_counter()
-        messages = self.prompt.messages(intent)
-        ids = chat_ids(self.tokenizer, messages, add_generation_prompt=True)
-        inputs = torch.tensor([ids])
-        cached = {}
-        if ids[: len(self._prefix)] == self._prefix:  # the template kept the boundary
-            cached["past_key_values"] = copy.deepcopy(self._prefix_cache)
-        with torch.inference_mode():
-            out = self.model.generate(
-                inputs,
-                **cached,
-                attention_mask=torch.ones_like(inputs),
-                logits_processor=LogitsProcessorList([self._constrained()]),
-                do_sample=False,
-                max_new_tokens=self.max_tokens,
-                pad_token_id=self.tokenizer.eos_token_id,
-            )
-        new = out[0, len(ids) :].tolist()
+        prompt = user_ids(self.tokenizer, intent)
+        new = greedy(
+            self.model, prompt, self._constrained(), self.max_tokens, self.tokenizer.eos_token_id
+        )
         answer = self.tokenizer.decode(new, skip_special_tokens=True)
-        return Planned(parse_plan(intent, answer), answer, time.perf_counter() - start, len(new))
+        try:
+            about = json.loads(answer).get("ask")
+        except ValueError:
+            about = None
+        if about is None:
+            plan, about = unguessed(intent, parse_plan(intent, answer))
+        if about is not None:
+            asked = question(about, self.values)
+            asked.answer = answer
+            raise asked
+        return Planned(plan, answer, time.perf_counter() - start, len(new))
 
 
 class EndpointPlanner:
