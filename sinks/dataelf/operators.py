@@ -312,6 +312,11 @@ class Aggregate(Operator):
             at = table.schema.get_field_index(self.mean)  # a boolean's mean is a rate
             table = table.set_column(at, self.mean, pc.cast(table[self.mean], pa.float64()))
         if self.mean:
+            kind = table.schema.field(self.mean).type
+            if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+                raise PlanError(
+                    f"aggregate: mean needs a number or yes/no column; {self.mean!r} holds {kind}"
+                )
             aggregations.append((self.mean, "mean"))
         grouped = table.group_by(self.by, use_threads=False).aggregate(aggregations)
         names = {"count_all": "count", f"{self.mean}_mean": f"mean_{self.mean}"}

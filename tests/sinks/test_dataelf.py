@@ -141,6 +141,16 @@ def test_operators_check_columns_and_inputs_when_they_run(
     )
     with pytest.raises(PlanError, match="aggregate: no column 'colour'"):
         run_plan(wrong_column, path, tmp_path / "x")
+    text_mean = Plan.model_validate(  # was an Arrow "no kernel" error, not a plan error
+        {
+            "steps": [
+                {"op": "select", "table": "verdicts"},
+                {"op": "aggregate", "by": ["env"], "mean": "checker"},
+            ]
+        }
+    )
+    with pytest.raises(PlanError, match="aggregate: mean needs a number or yes/no column"):
+        run_plan(text_mean, path, tmp_path / "y")
     not_trajectories = Plan.model_validate(
         {
             "steps": [
