@@ -125,15 +125,31 @@ class Bitmasked(Constrained):
         return apply_bitmask(scores, self._bitmask)
 
 
+_WRAPPED: dict[int, tuple[PreTrainedTokenizerBase, Any]] = {}
+"""llguidance's view of each tokenizer, built once (it walks the whole vocabulary)."""
+
+
+def _wrapped(tokenizer: PreTrainedTokenizerBase) -> Any:
+    import llguidance.hf
+
+    kept = _WRAPPED.get(id(tokenizer))
+    if kept is None or kept[0] is not tokenizer:
+        n = vocab_size(tokenizer)
+        wrapped = llguidance.hf.from_tokenizer(
+            tokenizer, n_vocab=n, eos_token=tokenizer.eos_token_id
+        )
+        kept = _WRAPPED[id(tokenizer)] = (tokenizer, wrapped)
+    return kept[1]
+
+
 def json_schema(tokenizer: PreTrainedTokenizerBase, schema: dict[str, Any]) -> Factory:
-    """Compile ``schema`` for ``tokenizer`` once (llguidance: the tokenizer wrapped, the
+    """Compile ``schema`` for ``tokenizer`` (llguidance: the tokenizer wrapped once, the
     grammar checked, a keyword it does not enforce an error); the result gives a fresh
     processor per generation (an ``LLMatcher``, which builds its lexer lazily)."""
     import llguidance
-    import llguidance.hf
 
     n = vocab_size(tokenizer)
-    lltok = llguidance.hf.from_tokenizer(tokenizer, n_vocab=n, eos_token=tokenizer.eos_token_id)
+    lltok = _wrapped(tokenizer)
     grammar = llguidance.LLMatcher.grammar_from_json_schema(
         schema, defaults={"whitespace_flexible": False}
     )

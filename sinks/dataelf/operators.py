@@ -513,14 +513,17 @@ class Reaudit(Operator):
         before = [stored.get(s.event_id) for s in steps]
         now = [a.summary.decision.value for a in audits]
         columns = {
-            "reaudit_decision": now,
-            "reaudit_risk_types": [",".join(a.risk_types) for a in audits],
-            "reaudit_reason": [a.summary.reason for a in audits],
-            "stored_decision": before,
-            "changed": [b is not None and b != n for b, n in zip(before, now, strict=True)],
+            "reaudit_decision": (now, pa.string()),
+            "reaudit_risk_types": ([",".join(a.risk_types) for a in audits], pa.string()),
+            "reaudit_reason": ([a.summary.reason for a in audits], pa.string()),
+            "stored_decision": (before, pa.string()),
+            "changed": (
+                [b is not None and b != n for b, n in zip(before, now, strict=True)],
+                pa.bool_(),
+            ),
         }
-        for name, values in columns.items():
-            table = table.append_column(name, pa.array(values))
+        for name, (values, kind) in columns.items():  # typed: no rows is not a null column
+            table = table.append_column(name, pa.array(values, type=kind))
         return table
 
 

@@ -20,7 +20,6 @@ its columns are checked when it runs.
 from __future__ import annotations
 
 import json
-import re
 import time
 import types
 import typing
@@ -38,6 +37,7 @@ from pydantic import BaseModel, ValidationError
 from ..location import Db
 from ..query import TABLES, QueryError, open_table
 from ..tables import COMMON, EXTRA
+from .grounding import filled, grounded, polarized, possible, unguessed
 from .operators import HIDDEN_COLUMNS, Embed, Operator, PlanError, available
 from .plan import Plan
 
@@ -344,69 +344,6 @@ def answer_schema(values: dict[str, list[str]] | None = None) -> dict[str, Any]:
     return {"anyOf": [plan, ask], "$defs": defs}
 
 
-NAMED_ENV = re.compile(r"\b([\w-]+)\s+env(?:ironment)?s?\b", re.IGNORECASE)
-NOT_A_NAME = {
-    "each",
-    "per",
-    "every",
-    "the",
-    "an",
-    "a",
-    "which",
-    "any",
-    "all",
-    "by",
-    "this",
-    "that",
-    "one",
-    "same",
-    "its",
-    "their",
-    "other",
-    "another",
-    "what",
-    "whose",
-}
-
-
-def stated_env(intent: str) -> str | None:
-    """The env the request names as "<name> env(ironment)", if any ("per env" names none)."""
-    for match in NAMED_ENV.finditer(intent):
-        if match.group(1).lower() not in NOT_A_NAME:
-            return match.group(1)
-    return None
-
-
-def unnamed(intent: str, plan: Plan) -> str | None:
-    """What the plan filters on that the intent does not name (``env`` or ``risk_type``),
-    so the planner chose it among the database's values by guess; None when all is named."""
-    from .corpus import ENVS, RISKS
-
-    said = intent.lower()
-    select = plan.steps[0]
-    env = getattr(select, "env", None)
-    if env and not any(n.lower() in said for n in [env, *ENVS.get(env, [])]):
-        return "env"
-    risk = getattr(select, "risk_type", None)
-    if risk:
-        words = {w for n in [risk, *RISKS.get(risk, [])] for w in n.replace("_", " ").split()}
-        if not any(w[:5].lower() in said for w in words if len(w) > 3):
-            return "risk_type"
-    return None
-
-
-def unguessed(intent: str, plan: Plan) -> tuple[Plan, str | None]:
-    """``plan`` with what the planner guessed settled: an env filter the request never
-    states is dropped (a filter nobody asked for is not applied); an env or risk type the
-    request names but the database lacks is a question (returned: what to ask about)."""
-    about = unnamed(intent, plan)
-    if about == "env" and stated_env(intent) is None:
-        select = plan.steps[0].model_copy(update={"env": None})
-        plan = plan.model_copy(update={"steps": [select, *plan.steps[1:]]})
-        about = unnamed(intent, plan)
-    return plan, about
-
-
 class EmbeddedPlanner:
     """SmolLM2-135M fine-tuned on the generated corpus (:mod:`.tuning`, built on first use),
     on the CPU, greedy, its tokens masked to the answer grammar (a plan of known operators
@@ -434,7 +371,8 @@ class EmbeddedPlanner:
             path, local_files_only=True, dtype=torch.float32
         ).eval()
         self.max_tokens = max_tokens
-        self._constrained = (constrain or json_schema)(self.tokenizer, answer_schema(values))
+        self._schema = answer_schema(values)
+        self._constrain = constrain or json_schema
 
     def plan(self, intent: str) -> Plan:
         return self.planned(intent).plan
@@ -447,16 +385,16 @@ class EmbeddedPlanner:
 
         start = time.perf_counter()
         prompt = user_ids(self.tokenizer, intent)
-        new = greedy(
-            self.model, prompt, self._constrained(), self.max_tokens, self.tokenizer.eos_token_id
-        )
+        constrained = self._constrain(self.tokenizer, grounded(self._schema, intent))()
+        new = greedy(self.model, prompt, constrained, self.max_tokens, self.tokenizer.eos_token_id)
         answer = self.tokenizer.decode(new, skip_special_tokens=True)
         try:
             about = json.loads(answer).get("ask")
         except ValueError:
             about = None
         if about is None:
-            plan, about = unguessed(intent, parse_plan(intent, answer))
+            plan = possible(polarized(intent, filled(intent, parse_plan(intent, answer))))
+            plan, about = unguessed(intent, plan)
         if about is not None:
             asked = question(about, self.values)
             asked.answer = answer

@@ -32,8 +32,8 @@ STAMP = "recipe.json"
 class Recipe:
     """How the weights are made; its digest (with the corpus code's) names a build."""
 
-    pairs: int = 4800
-    steps: int = 300
+    pairs: int = 5760
+    steps: int = 360
     batch: int = 16
     lr: float = 2e-4
     warmup: int = 10

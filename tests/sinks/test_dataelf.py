@@ -264,6 +264,15 @@ def test_reaudit_without_a_rule_shows_what_changed(tmp_path: Path) -> None:
     decided = {str(a.decision) for a in stored if a.source_event_id in changed}
     assert set(table["stored_decision"].to_pylist()) == decided  # what that rule decided
     assert "allow" not in decided
+    none = Plan.model_validate(  # no step selected: no rows, not an untyped column
+        {
+            "steps": [
+                {"op": "select", "table": "steps", "env": "qa"},
+                *plan.model_dump()["steps"][1:],
+            ]
+        }
+    )
+    assert run_plan(none, path, tmp_path / "none", Services(rejudge=rejudge))[0].num_rows == 0
     unknown = Plan.model_validate(
         {"steps": [{"op": "select", "table": "steps"}, {"op": "reaudit", "without": ["rule.nope"]}]}
     )

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from safactory.cli.main import app
 from safactory.sinks.dataelf.corpus import CHECKERS, ENVS, RISKS, UNKNOWN_ENVS, pairs, plan_text
+from safactory.sinks.dataelf.grounding import unguessed, unnamed
 from safactory.sinks.dataelf.operators import PlanError
 from safactory.sinks.dataelf.plan import Plan
 from safactory.sinks.dataelf.planner import (
@@ -24,8 +25,6 @@ from safactory.sinks.dataelf.planner import (
     answer_schema,
     planned_operators,
     question,
-    unguessed,
-    unnamed,
 )
 from safactory.sinks.dataelf.tuning import STAMP, Recipe, build, digest
 

@@ -1,0 +1,373 @@
+"""A plan grounded in the request: what it states is used, what it does not state is not
+guessed. A small planner reads words well and facts poorly: it writes a ``k`` nobody asked
+for, or loses the seed the request gave. Facts are checked here, by principle, not by
+model:
+
+* **numbers** — a plan's optional counts (a search's ``k``, seeds, versions, bins) are
+  numbers the request states (digits, number words, "a dozen") or the parameter's own
+  default: the answer grammar is narrowed to them (:func:`grounded`), so none is made up;
+* a number the request states in digits and the plan leaves unused goes to the one unset
+  count-like parameter (``k``, ``seed``, ``bins``) that can take it, if there is exactly one
+  (:func:`filled`);
+* **names** — where the request names envs, risk types or checkers the way users say them,
+  the grammar admits only those (the destructive-command rule is not the secrets rule);
+* **yes/no filters** — a yes/no column the request says plainly ("blocked steps") is a
+  yes, said negated ("not blocked", "unblocked", "non-injected") a no
+  (:func:`polarity`);
+* **risk types** — a risk type the request names for verdicts is filtered on;
+* **values** — a filter on a value its column can never hold ("decision = destroy") is a
+  value made up, and is left out (:func:`possible`);
+* **envs** — an env the request names ("the choice env") is filtered on; one it never
+  names is not (:func:`unguessed`), and one it names that the database lacks, or a risk
+  type likewise, is asked about.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from pydantic import BaseModel
+
+from ...schemas import Decision, Outcome, Severity
+from .corpus import CHECKERS, ENVS, RISKS
+from .plan import Plan
+
+NUMBER_WORDS = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "dozen": 12,
+    "fifteen": 15,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "hundred": 100,
+}
+DAYS_IN = {"day": 1, "days": 1, "week": 7, "weeks": 7, "fortnight": 14, "month": 30, "months": 30}
+"""Units of time a request may count in, in days (``within_days``)."""
+DIGITS = re.compile(r"(?<![\d.])\d+(?:\.\d+)?|(?<![\d.])\.\d+")
+COUNTED = re.compile(r"(\d+(?:\.\d+)?)\s*(%|percent\b|hours?\b|days?\b|weeks?\b|months?\b)")
+FILLABLE = ("k", "seed", "bins")
+"""Count-like parameters a stated but unused number may go to."""
+
+
+def said_numbers(intent: str) -> list[float]:
+    """The numbers the request writes in digits, in order."""
+    return [float(m) for m in DIGITS.findall(intent)]
+
+
+def loose_numbers(intent: str) -> list[float]:
+    """The numbers written in digits that count no unit ("24 hours" and "50 %" are
+    converted, not loose): those a plan must use somewhere."""
+    return said_numbers(COUNTED.sub(" ", intent.lower()))
+
+
+def stated_numbers(intent: str) -> set[float]:
+    """Every number the request states: digits, number words, and counts of time or
+    percent converted to what parameters hold (days; fractions)."""
+    said = intent.lower()
+    numbers = set(said_numbers(said))
+    words = re.findall(r"[a-z]+", said)
+    numbers |= {float(NUMBER_WORDS[w]) for w in words if w in NUMBER_WORDS}
+    numbers |= {1.0 for w in words if w in ("today", "yesterday", "day", "24")}
+    numbers |= {float(DAYS_IN[w]) for w in words if w in DAYS_IN}
+    for value, unit in COUNTED.findall(said):
+        n = float(value)
+        if unit in ("%", "percent"):
+            numbers.add(n / 100)
+        elif unit.startswith("hour"):
+            numbers.add(max(n / 24, 1 / 24))
+        else:
+            numbers.add(n * DAYS_IN[unit])
+    return numbers
+
+
+def _numeric(schema: dict[str, Any]) -> bool:
+    """An integer parameter: counts, seeds, versions, bins. (Fractional ones, days and
+    thresholds, stay free: the grammar writes an enum's 7.0 as 7, not as trained.)"""
+    return schema.get("type") == "integer"
+
+
+def _allowed(schema: dict[str, Any], numbers: set[float]) -> list[int | float]:
+    """The whole numbers an integer ``schema`` admits."""
+    out = []
+    for n in sorted(numbers):
+        if n != int(n):
+            continue
+        if "minimum" in schema and n < schema["minimum"]:
+            continue
+        if "exclusiveMinimum" in schema and n <= schema["exclusiveMinimum"]:
+            continue
+        if "maximum" in schema and n > schema["maximum"]:
+            continue
+        out.append(int(n))
+    return out
+
+
+def _ground_property(name: str, prop: dict[str, Any], numbers: set[float]) -> dict[str, Any] | None:
+    """An optional integer parameter narrowed to ``numbers`` and its default; None when no
+    number can be written there (it is left out); any other parameter as it was."""
+    default = prop.get("default")
+    mine = set(numbers) | ({float(default)} if isinstance(default, int) else set())
+    branches = prop.get("anyOf")
+    if branches is None:
+        if not _numeric(prop):
+            return prop
+        allowed = _allowed(prop, mine)
+        return {"enum": allowed, "default": default} if allowed else None
+    if not any(_numeric(b) for b in branches):
+        return prop
+    kept = [b for b in branches if not _numeric(b)]
+    kept += [{"enum": allowed} for b in branches if _numeric(b) and (allowed := _allowed(b, mine))]
+    return {**prop, "anyOf": kept} if kept else None
+
+
+SAID = {"env": ENVS, "risk_type": RISKS, "checker": CHECKERS}
+"""How users say each kind of name the grammar enumerates."""
+
+
+def named(intent: str, kind: str, names: list[str]) -> list[str]:
+    """The ``names`` of ``kind`` the request says (as a whole word or phrase)."""
+    said = intent.lower()
+    forms = SAID.get(kind, {})
+    return [
+        name
+        for name in names
+        if any(
+            re.search(rf"(?<![\w-]){re.escape(form.lower())}(?![\w-])", said)
+            for form in {name, name.replace("_", " "), *forms.get(name, [])}
+        )
+    ]
+
+
+def grounded(schema: dict[str, Any], intent: str) -> dict[str, Any]:
+    """The answer ``schema`` with every optional integer parameter narrowed to the numbers
+    ``intent`` states (:func:`stated_numbers`) and the parameter's default (a required count
+    stays free: the request's numbers may be days or versions), and each kind of name the
+    request says (:func:`named`) narrowed to those it says."""
+    numbers = stated_numbers(intent)
+    out = copy.deepcopy(schema)
+    for kind, rule in out.get("$defs", {}).items():
+        if kind in SAID and (said := named(intent, kind, rule.get("enum", []))):
+            rule["enum"] = said
+
+    def walk(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item)
+            return
+        if not isinstance(node, dict):
+            return
+        properties = node.get("properties")
+        if isinstance(properties, dict) and "op" in properties:
+            required = set(node.get("required", []))
+            for name in [p for p in properties if p not in required]:
+                prop = _ground_property(name, properties[name], numbers)
+                if prop is None:
+                    del properties[name]
+                else:
+                    properties[name] = prop
+        for key, value in node.items():
+            if key != "properties":
+                walk(value)
+            else:
+                walk(list(value.values()))
+
+    walk(out)
+    return out
+
+
+def _values(node: Any) -> list[Any]:
+    if isinstance(node, BaseModel):
+        return _values(node.model_dump())
+    if isinstance(node, dict):
+        return [v for x in node.values() for v in _values(x)]
+    if isinstance(node, list):
+        return [v for x in node for v in _values(x)]
+    return [node]
+
+
+def _used(n: float, values: list[Any]) -> bool:
+    for v in values:
+        if isinstance(v, int | float) and not isinstance(v, bool) and abs(v - n) <= 1:
+            return True  # within one: "longer than 3" is a minimum of 4
+        if isinstance(v, str) and n in said_numbers(v):
+            return True
+    return False
+
+
+def filled(intent: str, plan: Plan) -> Plan:
+    """``plan`` with each loose number ``intent`` states in digits but the plan leaves unused put
+    in the one unset count-like parameter (:data:`FILLABLE`) of a later step that takes
+    it, when there is exactly one; otherwise the plan as it was."""
+    steps = list(plan.steps)
+    for n in loose_numbers(intent):
+        if n != int(n) or _used(n, _values(steps)):
+            continue
+        open_ = [
+            (i, name)
+            for i, step in enumerate(steps[1:], start=1)
+            for name in FILLABLE
+            if name in type(step).model_fields and name not in step.model_fields_set
+        ]
+        if len(open_) == 1:
+            i, name = open_[0]
+            update = steps[i].model_dump(exclude_unset=True) | {name: int(n)}
+            steps[i] = type(steps[i]).model_validate(update)
+    return plan.model_copy(update={"steps": steps})
+
+
+NEGATIONS = ("not", "no", "never", "without")
+
+
+def polarity(intent: str, column: str) -> bool | None:
+    """How the request says a yes/no ``column``: True when plainly ("blocked"), False when
+    negated ("not blocked", "unblocked", "non-blocked"), None when not at all or both."""
+    words = re.findall(r"[a-z]+(?:-[a-z]+)*", intent.lower())
+    said = set()
+    for i, word in enumerate(words):
+        if word == column:
+            said.add(not (i and words[i - 1] in NEGATIONS))
+        elif word in (f"un{column}", f"non-{column}", f"non{column}"):
+            said.add(False)
+    return said.pop() if len(said) == 1 else None
+
+
+def polarized(intent: str, plan: Plan) -> Plan:
+    """``plan`` with each yes/no ``where`` turned the way the request says it."""
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        equals = getattr(step, "equals", None)
+        if step.NAME == "where" and isinstance(equals, bool):
+            said = polarity(intent, step.column)
+            if said is not None and said != equals:
+                steps[i] = step.model_copy(update={"equals": said})
+    return plan.model_copy(update={"steps": steps})
+
+
+DOMAINS = {
+    "decision": {str(d) for d in Decision},
+    "outcome": {str(o) for o in Outcome},
+    "severity": {str(s) for s in Severity},
+}
+"""The closed sets of values some columns hold."""
+
+
+def possible(plan: Plan) -> Plan:
+    """``plan`` without a ``where`` on a value its column can never hold (:data:`DOMAINS`)."""
+    kept = [
+        s
+        for s in plan.steps
+        if not (
+            s.NAME == "where"
+            and isinstance(getattr(s, "equals", None), str)
+            and s.column in DOMAINS
+            and s.equals not in DOMAINS[s.column]
+        )
+    ]
+    return plan.model_copy(update={"steps": kept})
+
+
+NAMED_ENV = re.compile(r"\b([\w-]+)\s+env(?:ironment)?s?\b", re.IGNORECASE)
+NOT_A_NAME = {
+    "each",
+    "per",
+    "every",
+    "the",
+    "an",
+    "a",
+    "which",
+    "any",
+    "all",
+    "by",
+    "this",
+    "that",
+    "one",
+    "same",
+    "its",
+    "their",
+    "other",
+    "another",
+    "what",
+    "whose",
+}
+
+
+def stated_env(intent: str) -> str | None:
+    """The env the request names as "<name> env(ironment)", if any ("per env" names none)."""
+    for match in NAMED_ENV.finditer(intent):
+        if match.group(1).lower() not in NOT_A_NAME:
+            return match.group(1)
+    return None
+
+
+def env_of(said: str) -> str | None:
+    """The env a request's name for it means ("shell" is os), None when none is."""
+    said = said.lower()
+    for env, names in ENVS.items():
+        if said == env or said in (n.lower() for n in names):
+            return env
+    return None
+
+
+def unnamed(intent: str, plan: Plan) -> str | None:
+    """What the plan filters on that the intent does not name (``env`` or ``risk_type``),
+    so the planner chose it among the database's values by guess; None when all is named."""
+    said = intent.lower()
+    select = plan.steps[0]
+    env = getattr(select, "env", None)
+    if env and not any(n.lower() in said for n in [env, *ENVS.get(env, [])]):
+        return "env"
+    risk = getattr(select, "risk_type", None)
+    if risk:
+        words = {w for n in [risk, *RISKS.get(risk, [])] for w in n.replace("_", " ").split()}
+        if not any(w[:5].lower() in said for w in words if len(w) > 3):
+            return "risk_type"
+    return None
+
+
+def _selecting(plan: Plan, **update: Any) -> Plan:
+    select = plan.steps[0].model_copy(update=update)
+    return plan.model_copy(update={"steps": [select, *plan.steps[1:]]})
+
+
+def unguessed(intent: str, plan: Plan) -> tuple[Plan, str | None]:
+    """``plan`` with what the planner guessed settled: an env filter the request never
+    states is dropped (a filter nobody asked for is not applied), one it names as "<name>
+    env" is applied when the plan left it out, and so is a risk type it names for verdicts;
+    an env or risk type the request names but the database lacks is a question (returned:
+    what to ask about)."""
+    select = plan.steps[0]
+    said_env = stated_env(intent)
+    env = env_of(said_env) if said_env else None
+    if said_env and env is None:  # "the warehouse env": no such env, whatever the plan says
+        return plan, "env"
+    grouped = {g for s in plan.steps for g in (getattr(s, "by", None) or [])}
+    if env and getattr(select, "env", None) is None and "env" not in grouped:
+        plan = _selecting(plan, env=env)
+    risks = named(intent, "risk_type", list(RISKS))
+    if (
+        len(risks) == 1
+        and select.table == "verdicts"
+        and getattr(select, "risk_type", None) is None
+        and "risk_type" not in grouped
+        and not any(s.NAME == "search" for s in plan.steps)
+    ):
+        plan = _selecting(plan, risk_type=risks[0])
+    about = unnamed(intent, plan)
+    if about == "env" and said_env is None:
+        plan = _selecting(plan, env=None)
+        about = unnamed(intent, plan)
+    return plan, about
