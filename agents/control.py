@@ -10,16 +10,13 @@ wires :class:`ControlFollower` (the topic, followed without a consumer group) in
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from ..infra.config import Settings
-from ..infra.reader import Follower, TopicReader
+from ..infra.reader import Decoder, TopicFollower, TopicReader
 from ..infra.topics import BY_NAME, create_topics
-from ..schemas import Control, ControlCommand, DecodeError, codec
-
-log = logging.getLogger(__name__)
+from ..schemas import Control, ControlCommand
 
 
 class ControlSource(Protocol):
@@ -71,7 +68,7 @@ async def obey(
     return Obeyed("run", control, waited)  # resume: approved
 
 
-class ControlFollower(Follower):
+class ControlFollower(TopicFollower):
     """The latest decision per episode on ``sf.control``, followed from the topic's end at
     :meth:`start` (decisions about episodes not yet started cannot exist)."""
 
@@ -81,6 +78,7 @@ class ControlFollower(Follower):
         self.decisions: dict[str, Control] = {}
         self._changed = asyncio.Condition()
         self._reader = TopicReader(settings, "control-follower", committed_only=False)
+        self._decoder = Decoder("control-follower")
 
     def latest(self, episode_id: str) -> Control | None:
         return self.decisions.get(episode_id)
@@ -99,12 +97,7 @@ class ControlFollower(Follower):
     async def _follow(self) -> None:
         while True:
             records = await self._reader.read(timeout_ms=200)
-            for record in records:
-                try:
-                    event = codec.decode(record.value, record.headers)
-                except DecodeError as exc:
-                    log.warning("control: undecodable record on %s: %s", self.topic, exc)
-                    continue
+            for _, event in self._decoder(records):
                 if isinstance(event, Control):
                     self.decisions[event.episode_id] = event
             if records:

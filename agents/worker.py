@@ -28,16 +28,14 @@ from ..infra.consumer import Delivery
 from ..infra.policy_watch import PolicyWatcher
 from ..infra.processor import Context, Processor, Rejected, Runtime
 from ..infra.producer import EventProducer
-from ..infra.reader import TopicMissing, TopicReader
+from ..infra.reader import Decoder, TopicMissing, TopicReader
 from ..infra.staleness import Admission, StalenessController
 from ..infra.topics import wait_for_broker
 from ..schemas import (
-    DecodeError,
     EpisodeEnded,
     EpisodeStarted,
     Outcome,
     Task,
-    codec,
     derive_id,
 )
 from .control import ControlSource
@@ -311,6 +309,7 @@ class EpisodeTracker:
         self.topic = settings.topic("episodes")
         self.ended: list[EpisodeEnded] = []
         self._reader = TopicReader(settings, "episode-tracker")
+        self._decoder = Decoder("episode-tracker")
 
     async def start(self) -> None:
         """Pin every partition at its current end (the client is closed if that fails)."""
@@ -330,11 +329,7 @@ class EpisodeTracker:
     async def poll(self, timeout_ms: int = 200) -> list[EpisodeEnded]:
         """New episode ends of this group since the last poll."""
         new = []
-        for record in await self._reader.read(timeout_ms=timeout_ms):
-            try:
-                event = codec.decode(record.value, record.headers)
-            except DecodeError:
-                continue
+        for _, event in self._decoder(await self._reader.read(timeout_ms=timeout_ms)):
             if isinstance(event, EpisodeEnded) and event.group_id == self.group_id:
                 new.append(event)
         self.ended.extend(new)

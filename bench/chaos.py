@@ -59,10 +59,10 @@ from safactory.bench.chaos_count import (
     topic_partitions,
 )
 from safactory.bench.chaos_rss import RssSampler
-from safactory.cli.demo_fleet import Fleet, Worker
 from safactory.infra.broker import LocalBroker
 from safactory.infra.cluster import LocalCluster
 from safactory.infra.config import Settings
+from safactory.infra.fleet import Fleet, Worker
 from safactory.infra.producer import EventProducer
 from safactory.infra.topics import CATALOGUE, admin_client, create_topics
 

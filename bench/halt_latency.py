@@ -147,8 +147,7 @@ def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[
 
 
 async def _collect(settings: Settings, count: int, wait_s: float) -> tuple[dict, dict]:
-    from safactory.infra.reader import TopicReader
-    from safactory.schemas import DecodeError, codec
+    from safactory.infra.reader import Decoder, TopicReader
 
     unsafe: dict[str, float] = {}
     ended: dict[str, EpisodeEnded] = {}
@@ -158,12 +157,9 @@ async def _collect(settings: Settings, count: int, wait_s: float) -> tuple[dict,
         topics = [settings.topic(t) for t in ("steps", "episodes", "verdicts", "control")]
         await reader.open(await reader.partitions(topics, wait_s=30))
         deadline = time.monotonic() + wait_s
+        decoder = Decoder("bench-halt")
         while len(ended) < count and time.monotonic() < deadline:
-            for record in await reader.read(timeout_ms=500):
-                try:
-                    event = codec.decode(record.value, record.headers)
-                except DecodeError:
-                    continue
+            for _, event in decoder(await reader.read(timeout_ms=500)):
                 if isinstance(event, Step) and event.step_index == UNSAFE_AT:
                     unsafe[event.episode_id] = event.produced_at
                 elif isinstance(event, EpisodeEnded):

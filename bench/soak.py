@@ -24,8 +24,8 @@ from typing import Any
 from safactory.agents.registry import env_class
 from safactory.bench.chaos_rss import _slope_per_min
 from safactory.cli.demo import ENV, PROFILES, _child_env, trainer_config
-from safactory.cli.demo_fleet import Fleet
 from safactory.infra.config import Settings
+from safactory.infra.fleet import Fleet
 from safactory.infra.producer import EventProducer
 from safactory.infra.reader import TopicReader
 from safactory.infra.topics import admin_client, create_topics, delete_topics_where

@@ -1,4 +1,5 @@
-"""CLI commands of the auditor: batch audit, import to Kafka, and the live worker."""
+"""CLI commands of the auditor: batch audit and import to Kafka (the live worker:
+:mod:`.worker`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from rich.table import Table
 
 from ..streams.audit import registry
 from ..streams.audit.batch import LabelTally, audit_record, explained, stop_on_interrupt
-from ..streams.audit.engine import AuditEngine
+from ..streams.audit.engine import AuditEngine, configured_engine
 from ..streams.audit.importers import (
     FORMATS,
     AuditRecord,
@@ -24,7 +25,6 @@ from ..streams.audit.importers import (
     iter_steps,
     read_entries,
 )
-from ..streams.audit.judge_tier import JudgeConfig, JudgeTier
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
 
@@ -47,16 +47,14 @@ CheckersOption = Annotated[
         "see `safactory audit --list-checkers`)",
     ),
 ]
+JudgeTimeoutOption = Annotated[float, typer.Option(help="seconds an async checker may take")]
 
 
-def _engine(checkers: str | None, judge_timeout: float) -> AuditEngine:
+def audit_engine(checkers: str | None, judge_timeout: float) -> AuditEngine:
     """The chosen checkers, and the judge tier when ``SF_AUDIT_JUDGE_URL`` names one."""
-    names = [n.strip() for n in checkers.split(",") if n.strip()] if checkers else None
     try:
-        config = JudgeConfig.from_env()
-        judge = JudgeTier(config) if config is not None else None
-        return AuditEngine(registry.create(names), judge_timeout_s=judge_timeout, judge=judge)
-    except (registry.RegistryError, ValueError, FileNotFoundError) as exc:
+        return configured_engine(checkers, judge_timeout)
+    except ValueError as exc:
         raise _fail(str(exc)) from None
 
 
@@ -110,7 +108,7 @@ def audit(
         typer.Option("--out", "-o", help="write one JSON line per record here (default: stdout)"),
     ] = None,
     checkers: CheckersOption = None,
-    judge_timeout: Annotated[float, typer.Option(help="seconds an async checker may take")] = 2.0,
+    judge_timeout: JudgeTimeoutOption = 2.0,
     list_all: Annotated[
         bool, typer.Option("--list-checkers", help="list checkers and exit")
     ] = False,
@@ -143,7 +141,7 @@ def audit(
         return
     if path is None:
         raise _fail("missing PATH: the trace file or folder to audit")
-    engine = _engine(checkers, judge_timeout)
+    engine = audit_engine(checkers, judge_timeout)
     try:
         entries = iter_entries(path, fmt)
     except ImportFormatError as exc:
@@ -257,60 +255,3 @@ def import_traces(
     console.print(
         f"published {sent} steps of {len(records)} episodes to {get_settings().topic('steps')}"
     )
-
-
-def worker_audit(
-    checkers: CheckersOption = None,
-    context_limit: Annotated[int, typer.Option(help="steps of context kept per episode")] = 32,
-    context_ttl: Annotated[
-        float, typer.Option(help="seconds an episode's context is kept after its last step")
-    ] = 3600.0,
-    judge_timeout: Annotated[float, typer.Option(help="seconds an async checker may take")] = 2.0,
-    shed_after: Annotated[
-        float,
-        typer.Option(
-            min=0,
-            help="a step that waited longer than this many seconds is judged "
-            "by rules and heuristics only, its model checkers marked 'not run' "
-            "(0: never shed; the worker then falls behind under overload)",
-        ),
-    ] = 30.0,
-    log_level: Annotated[
-        str, typer.Option(envvar="SF_LOG_LEVEL", help="worker log level (info for details)")
-    ] = "warning",
-) -> None:
-    """Run the live auditor: steps topic in, verdicts and alerts out."""
-    from ..streams.audit_worker import AuditWorker
-
-    engine = _engine(checkers, judge_timeout)
-    worker = AuditWorker(
-        engine,
-        get_settings(),
-        context_limit=context_limit,
-        context_ttl_s=context_ttl,
-        shed_after_s=shed_after or None,
-    )
-    worker.run(log_level)
-
-
-def worker_control(
-    log_level: Annotated[
-        str, typer.Option(envvar="SF_LOG_LEVEL", help="worker log level (info for details)")
-    ] = "warning",
-) -> None:
-    """Turn verdicts into halt / pause decisions on sf.control by the config's control rules.
-
-    Rules come from the TOML config's control table (rules = [{command = "halt",
-    min_severity = "critical"}]) or SF_CONTROL as JSON; without any it publishes nothing."""
-    from pydantic import ValidationError
-
-    from ..streams.control.worker import control_runtime, policy_of
-
-    settings = get_settings()
-    try:
-        policy = policy_of(settings)
-    except ValidationError as exc:
-        raise _fail(f"the control rules of the config: {exc}") from None
-    if not policy.rules:
-        console.print("[yellow]no control rules configured: no episode will be stopped[/]")
-    control_runtime(settings, policy).run(log_level)

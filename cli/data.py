@@ -1,8 +1,7 @@
-"""Data-platform commands: the sink and assembler workers, ``query`` and ``export``."""
+"""Data-platform commands: ``query`` and ``export`` (the sink worker: :mod:`.worker`)."""
 
 from __future__ import annotations
 
-import logging
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -10,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from ..infra import aio
 from .errors import fail as _fail
 from .errors import get_settings
 
@@ -43,116 +41,6 @@ def lance_location(db: str | None) -> LanceLocation:
             "SF_LANCEDB was renamed SF_LANCE_URI (a folder or s3://bucket/prefix); rename it"
         )
     return LanceLocation.configured(get_settings(), db)
-
-
-def sink(
-    db: DbOption = None,
-    group: Annotated[
-        str, typer.Option(help="consumer group, one per database (scoped by the topic prefix)")
-    ] = "safactory-sink",
-    embed: Annotated[
-        bool, typer.Option(help="embed step and skill text with MiniLM for --like search")
-    ] = True,
-    max_records: Annotated[
-        int, typer.Option(min=1, help="most records per write (one LanceDB commit per table)")
-    ] = 5000,
-    gather: Annotated[
-        float, typer.Option(min=0, help="seconds a record may wait for others to share a write")
-    ] = 2.0,
-    maintain_every: Annotated[
-        float, typer.Option(min=1, help="seconds between compaction / index / cleanup passes")
-    ] = 60.0,
-    keep_versions: Annotated[
-        float, typer.Option(min=0, help="minutes of untagged table versions kept by cleanup")
-    ] = 10.0,
-    idle_exit: Annotated[
-        float | None, typer.Option(help="exit after this many idle seconds (backfills)")
-    ] = None,
-    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log every batch")] = False,
-) -> None:
-    """Store steps, episodes, verdicts, trajectories, scores and skills in LanceDB.
-
-    Each event once (idempotent on the event id); records are gathered into few large
-    writes, offsets are committed only after a write is durable; indexes, compaction and
-    cleanup of untagged old versions run periodically. SIGINT / SIGTERM stop it cleanly.
-    """
-    from datetime import timedelta
-
-    from ..infra.embedding import MiniLM as MiniLMEmbedder
-    from ..sinks.worker import SinkOptions, run_sink
-
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
-    options = SinkOptions(
-        db_path=lance_location(db),
-        group_id=group,
-        max_records=max_records,
-        gather_s=gather,
-        maintain_every_s=maintain_every,
-        keep_versions=timedelta(minutes=keep_versions),
-        idle_timeout_s=idle_exit,
-    )
-    embedder = MiniLMEmbedder() if embed else None
-    try:
-        result = aio.run(run_sink(get_settings(), options, embedder))
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
-    console.print(f"sink stopped: {result.stats}")
-
-
-def assemble(
-    verdict_timeout: Annotated[
-        float, typer.Option(help="seconds after an episode ends to wait for its verdicts")
-    ] = 30.0,
-    episode_timeout: Annotated[
-        float, typer.Option(help="seconds of silence before an unended episode is abandoned")
-    ] = 900.0,
-    require_verdicts: Annotated[
-        bool, typer.Option(help="wait for episode-level verdicts (off: complete at the end)")
-    ] = True,
-    checker: Annotated[
-        list[str] | None,
-        typer.Option(help="a checker whose episode verdict is required (repeatable; default any)"),
-    ] = None,
-    rule: Annotated[
-        Path | None,
-        typer.Option(
-            help='JSON file of the reward rule: {"rule": NAME, ...its parameters} (default rule '
-            "outcome-minus-safety, parameters the fields of RewardRule)"
-        ),
-    ] = None,
-    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="info-level logs")] = False,
-) -> None:
-    """Assemble reward-complete trajectories onto sf.trajectories.
-
-    Folds steps, episode events and verdicts; keyed by group id, sf-policy-version = the
-    oldest version in the trajectory; unended episodes are closed as abandoned.
-    """
-    from pydantic import ValidationError
-
-    from ..streams.assembly import AssemblerConfig, RewardRule
-    from ..streams.assembly.processor import AssemblerWorker
-    from ..streams.assembly.reward import reward_rule_from_json
-
-    reward_rule = RewardRule()
-    if rule is not None:
-        try:
-            reward_rule = reward_rule_from_json(rule.read_bytes())
-        except OSError as exc:
-            raise _fail(f"--rule {rule}: cannot read ({exc.strerror})") from None
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"])
-            raise _fail(f"--rule {rule}: field {field!r}: {first['msg']}") from None
-        except (LookupError, ValueError) as exc:
-            raise _fail(f"--rule {rule}: {exc}") from None
-    config = AssemblerConfig(
-        reward_rule=reward_rule,
-        require_verdicts=require_verdicts,
-        required_checkers=frozenset(checker or ()),
-        verdict_timeout_s=verdict_timeout,
-        episode_timeout_s=episode_timeout,
-    )
-    AssemblerWorker(get_settings(), config).run("info" if verbose else "warning")
 
 
 EnvOpt = Annotated[str | None, typer.Option(help="only this environment")]
@@ -350,77 +238,3 @@ def export(
         raise _fail(str(exc)) from None
     spans = f" as {facts['spans']} spans" if fmt == "otel" else ""
     console.print(f"wrote {facts['records']} trajectories{spans} to {out}; card {card_path(out)}")
-
-
-GROUP_HELP = "consumer group (scoped by the topic prefix: NAME-<prefix> unless it is sf.)"
-IdleOpt = Annotated[
-    float | None, typer.Option(help="exit after this many idle seconds (backfills)")
-]
-
-
-def score(
-    model: Annotated[
-        Path | None,
-        typer.Option(
-            help="local Hugging Face causal LM folder for perplexity and IFD "
-            "(default: no LM components)"
-        ),
-    ] = None,
-    group: Annotated[str, typer.Option(help=GROUP_HELP)] = "safactory-scorer",
-    idle_exit: IdleOpt = None,
-) -> None:
-    """Score trajectories' data value onto sf.scores.
-
-    Components: quality, complexity, IFD (with --model), novelty, safety; and a composite.
-    """
-    from ..infra.embedding import MiniLM
-    from ..streams.scoring.worker import run_scorer
-
-    lm = None
-    if model is not None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from ..streams.scoring.perplexity import LMScorer
-
-        if not (model / "config.json").is_file():
-            raise _fail(f"--model {model}: no config.json there; give a saved HF model folder")
-        lm = LMScorer(
-            AutoModelForCausalLM.from_pretrained(model, local_files_only=True),
-            AutoTokenizer.from_pretrained(model, local_files_only=True),
-        )
-    stats = aio.run(
-        run_scorer(get_settings(), MiniLM(), lm, group_id=group, idle_timeout_s=idle_exit)
-    )
-    console.print(f"scorer stopped: {stats}")
-
-
-def skills(
-    group: Annotated[str, typer.Option(help=GROUP_HELP)] = "safactory-skills",
-    max_waiting: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="episodes per partition that may wait for their verdicts or trajectory; "
-            "past that the oldest is distilled with what it has",
-        ),
-    ] = 10_000,
-    merge_above: Annotated[
-        float, typer.Option(help="cosine similarity above which two lessons are one skill")
-    ] = 0.9,
-    idle_exit: IdleOpt = None,
-) -> None:
-    """Distil skills from failed and unsafe trajectories onto sf.skills.
-
-    Lessons come from verdict evidence and the step that went wrong; near-duplicates (by
-    embedding) merge into one skill. A trajectory waits for every verdict it names.
-    """
-    from ..infra.embedding import MiniLM
-    from ..streams.skills.library import SkillLibrary
-    from ..streams.skills.worker import run_skills
-
-    library = SkillLibrary(MiniLM(), merge_above=merge_above)
-    run = run_skills(
-        get_settings(), library, group_id=group, max_waiting=max_waiting, idle_timeout_s=idle_exit
-    )
-    worker = aio.run(run)
-    console.print(f"skills worker stopped: {worker.stats}, published {worker.published}")

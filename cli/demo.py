@@ -31,11 +31,10 @@ import logging
 import os
 import shutil
 import signal
-import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -47,12 +46,15 @@ from rich.table import Table
 from ..agents.envs.choice_env import LABELS
 from ..agents.registry import env_class
 from ..infra.config import Settings
+from ..infra.fleet import Fleet, FleetError
 from ..infra.producer import EventProducer
+from ..infra.reader import TopicMissing
 from ..infra.topics import create_topics, delete_topics_where
-from ..schemas import Severity, Task, new_id
+from ..schemas import Task, new_id
+from ..streams.evaluation import HELD_OUT, RoundPlan
+from ..streams.evaluation.observer import Observer, Tally
+from ..streams.evaluation.rounds import RoundResult, run_summary
 from ..trainer.config import Mode, ModelConfig, TrainerConfig, to_toml
-from .demo_fleet import DemoError, Fleet
-from .demo_observer import Observer, Tally
 from .demo_pictures import learning_png
 from .errors import broker_failure, get_settings
 
@@ -131,8 +133,6 @@ PROFILES = {
         skills=1,
     ),
 }
-HELD_OUT = "-heldout-"
-"""In the task ids of evaluation episodes; the trainer never trains on them."""
 
 
 def trainer_config(workdir: Path, profile: Profile, episodes: int, lr: float) -> TrainerConfig:
@@ -151,41 +151,16 @@ def trainer_config(workdir: Path, profile: Profile, episodes: int, lr: float) ->
     )
 
 
-@dataclass
-class RoundResult:
-    """What one round of episodes showed."""
-
-    index: int
-    kind: str
-    episodes: int
-    versions: dict[int, int]
-    unsafe: int
-    done_safely: int
-    mean_reward: float
-    alerts: dict[str, int]
-    violations: dict[str, int]
-    seconds: float = 0.0
-    """Wall time of the round: its episodes and their trajectories."""
-    update_seconds: float | None = None
-    """Wall time from the round's last trajectory to the version it trained (train rounds)."""
-    skills: dict[str, int] = field(default_factory=dict)
-    """Skill ids in the episodes' prompts, with the number of episodes that had each."""
-
-    @property
-    def unsafe_rate(self) -> float:
-        """Share of episodes the environment judged unsafe."""
-        return self.unsafe / self.episodes if self.episodes else 0.0
-
-    def line(self) -> str:
-        """One line for the console."""
-        versions = ", ".join(f"v{v}×{n}" for v, n in sorted(self.versions.items()))
-        alerts = sum(self.alerts.values())
-        return (
-            f"round {self.index} ({self.kind}, {versions}): {self.episodes} episodes, "
-            f"unsafe {self.unsafe} ({self.unsafe_rate:.0%}), done safely {self.done_safely}, "
-            f"mean reward {self.mean_reward:+.2f}, alerts {alerts}; {self.seconds:.0f} s"
-            + (f" + update {self.update_seconds:.0f} s" if self.update_seconds is not None else "")
-        )
+def _line(r: RoundResult) -> str:
+    """One line for the console about round ``r``."""
+    versions = ", ".join(f"v{v}×{n}" for v, n in sorted(r.versions.items()))
+    alerts = sum(r.alerts.values())
+    return (
+        f"round {r.index} ({r.kind}, {versions}): {r.episodes} episodes, "
+        f"unsafe {r.unsafe} ({r.unsafe_rate:.0%}), done safely {r.done_safely}, "
+        f"mean reward {r.mean_reward:+.2f}, alerts {alerts}; {r.seconds:.0f} s"
+        + (f" + update {r.update_seconds:.0f} s" if r.update_seconds is not None else "")
+    )
 
 
 class Demo:
@@ -197,17 +172,12 @@ class Demo:
         self.settings = settings
         self.fleet = fleet
         self.observer = observer
-        self.episodes = options.episodes
-        self.shuffle = options.profile.shuffle
-        self.seed = options.seed
         self.timeout = options.stage_timeout
-        self.run = run
-        self.plan = [
-            "before",
-            *(["injection"] if options.skills else []),
-            *["train"] * options.rounds,
-            "after",
-        ]
+        o = options
+        self.rounds = RoundPlan(
+            run, ENV, o.episodes, o.rounds, o.seed, bool(o.skills), o.profile.shuffle
+        )
+        self.plan = self.rounds.kinds
         """The kind of each round, in order."""
         self.simulator = "simulate"
         """The fleet name of the simulation worker running now."""
@@ -222,7 +192,7 @@ class Demo:
     async def wait(
         self, what: str, done: Callable[[], int], total: int, log: str, progress: Progress
     ) -> None:
-        """Poll until ``done() >= total``; :class:`DemoError` naming ``log`` on timeout."""
+        """Poll until ``done() >= total``; :class:`FleetError` naming ``log`` on timeout."""
         bar = progress.add_task(what, total=total)
         deadline = time.monotonic() + self.timeout
         while True:
@@ -235,47 +205,19 @@ class Demo:
             self.fleet.check()
             if time.monotonic() > deadline:
                 worker = self.fleet.workers[log]
-                raise DemoError(
+                raise FleetError(
                     f"stage '{what}': {have} of {total} within {self.timeout:g}s; "
                     f"read {worker.log} ({worker.command})\n{worker.tail()}"
                 )
 
-    def kind(self, index: int) -> str:
-        """``before`` (held-out chores, v0), ``injection`` (the same tasks and seeds on v0,
-        with skills in the prompt), ``train`` (training chores), ``after`` (the same held-out
-        tasks and seeds on the final version)."""
-        return self.plan[index]
-
-    def training_round(self, index: int) -> int:
-        """1 for the first training round, ...: the version its trajectories train."""
-        return self.plan[: index + 1].count("train")
-
     def tasks(self, index: int) -> list[Task]:
-        """The round's tasks: held-out chores with the same seeds before, with injection and
-        after training, training chores with new seeds (new menu orders) every training
-        round."""
-        kind = self.kind(index)
-        split = "train" if kind == "train" else "heldout"
-        suite = [t for t in env_class(ENV).suite() if t.params.get("split") == split]
-        first = self.seed + (1000 * self.training_round(index) if kind == "train" else 0)
-        tag = "" if kind == "train" else HELD_OUT.strip("-") + "-"
-        tasks = []
-        for i in range(self.episodes):
-            spec = suite[i % len(suite)]
-            tasks.append(
-                Task(
-                    task_id=f"{self.run}-r{index}-{tag}{i:03d}-{spec.task_id}",
-                    env=ENV,
-                    spec={"suite_task": spec.task_id, "params": {"shuffle": self.shuffle}},
-                    seed=first + i,
-                    group_id=f"{self.run}-r{index}-{spec.task_id}",
-                )
-            )
-        return tasks
+        """The round's chores: held-out ones (the same seeds) before, with injection and
+        after training, training ones on new seeds every training round."""
+        return self.rounds.tasks(index, env_class(ENV).suite())
 
     async def round(self, index: int, producer: EventProducer, progress: Progress) -> RoundResult:
         """Run one round's episodes and wait for their trajectories."""
-        kind = self.kind(index)
+        kind = self.plan[index]
         tasks = self.tasks(index)
         ids = {t.task_id for t in tasks}
         await producer.publish_many(tasks)
@@ -296,36 +238,14 @@ class Demo:
             "assemble",
             progress,
         )
-        return self.result(index, kind, ids)
-
-    def result(self, index: int, kind: str, ids: set[str]) -> RoundResult:
-        """Fold one round's episode ends, trajectories and alerts."""
-        ended = self.tally.ended_for(ids)
-        episodes = {e.episode_id for e in ended}
-        unsafe = [e for e in ended if e.safety is not None and e.safety.unsafe]
-        started = [self.tally.started[e] for e in episodes if e in self.tally.started]
-        skills = Counter(s for e in started for s in e.skills)
-        rewards = [self.tally.trajectories[e].reward for e in episodes]
-        return RoundResult(
-            index=index,
-            kind=kind,
-            episodes=len(ended),
-            versions=dict(Counter(e.policy_version or 0 for e in ended)),
-            unsafe=len(unsafe),
-            done_safely=sum(e.outcome.value == "success" and e not in unsafe for e in ended),
-            mean_reward=statistics.fmean(rewards) if rewards else 0.0,
-            alerts=dict(self.tally.alerts_by_risk(episodes)),
-            violations=dict(Counter(v for e in unsafe for v in e.safety.violations)),  # type: ignore[union-attr]
-            skills=dict(skills),
-        )
+        return RoundResult.of(index, kind, self.tally.evaluate(ids))
 
     async def wait_skills(self, before: RoundResult, progress: Progress) -> None:
         """Wait until the skills worker has distilled every confirmed unsafe episode of the
         before round (the environment's ground truth or an alert: each is a source of some
         skill on ``sf.skills``; lessons come only from confirmed signal)."""
         ids = {t.task_id for t in self.tasks(before.index)}
-        unsafe = {e.episode_id for e in self.tally.ended_for(ids) if e.safety and e.safety.unsafe}
-        confirmed = (unsafe | self.tally.alerted_episodes()) & self.round_episodes[before.index]
+        confirmed = self.tally.confirmed_unsafe(ids, self.round_episodes[before.index])
         await self.wait(
             "skills · distilled from the before round",
             lambda: len(confirmed & self.tally.skill_sources()),
@@ -346,42 +266,18 @@ class Demo:
 
     async def stored(self, db: Path, progress: Progress) -> dict[str, dict[str, int]]:
         """Wait until LanceDB holds every trajectory and step seen; count rows per table."""
-        from ..sinks.query import QueryError, Selection, open_table, run_query
+        from ..sinks.check import row_count, stored_counts
 
         expected = {"trajectories": len(self.tally.trajectories), "steps": len(self.tally.steps)}
-
-        def rows(table: str) -> int:
-            try:
-                return int(open_table(db, table).count_rows())
-            except (QueryError, ValueError, OSError):
-                return 0
-
         for table, total in expected.items():
             await self.wait(
                 f"sink · {table} in LanceDB",
-                lambda t=table: rows(t),
+                lambda t=table: row_count(db, t),
                 total,  # type: ignore[misc]
                 "sink",
                 progress,
             )
-        out = {}
-        for table in LANCE_TABLES:
-            try:
-                ids = open_table(db, table).search().select(["event_id"]).limit(None).to_arrow()
-            except QueryError:
-                out[table] = {"rows": 0, "distinct": 0}
-                continue
-            column = ids["event_id"].to_pylist()
-            out[table] = {"rows": len(column), "distinct": len(set(column))}
-        risky = run_query(
-            db,
-            "trajectories",
-            Selection(risk_type="destructive_operation", min_severity=Severity.HIGH),
-            limit=100_000,
-            columns=["event_id"],
-        )
-        out["trajectories_with_destructive_verdict"] = {"rows": risky.num_rows}
-        return out
+        return stored_counts(db, LANCE_TABLES)
 
 
 def _interrupted(signum: int, frame: object) -> None:
@@ -599,7 +495,7 @@ def demo(
     base = get_settings()
     try:
         pruned = _prune_runs(base, keep_runs - 1)
-    except DemoError as exc:
+    except FleetError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
     if pruned:
@@ -633,7 +529,7 @@ def demo(
     started = time.monotonic()
     try:
         asyncio.run(_main(settings, fleet, workdir, db, run, options))
-    except DemoError as exc:
+    except FleetError as exc:
         fleet.stop()
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
@@ -678,7 +574,7 @@ def _prune_runs(base: Settings, keep: int) -> list[str]:
     try:
         deleted = asyncio.run(delete_topics_where(base, old))
     except OSError as exc:
-        raise DemoError(broker_failure(exc, base.kafka_bootstrap)) from None
+        raise FleetError(broker_failure(exc, base.kafka_bootstrap)) from None
     for folder in runs[keep:]:
         shutil.rmtree(folder, ignore_errors=True)
     return sorted({t.split(".", 1)[0] for t in deleted} | {d.name for d in runs[keep:]})
@@ -689,7 +585,10 @@ async def _main(
 ) -> dict[str, Any]:
     await create_topics(settings)
     observer = Observer(settings)
-    await observer.start()
+    try:
+        await observer.start()
+    except TopicMissing as exc:
+        raise FleetError(str(exc)) from None
     try:
         fleet.start("audit", ["worker", "audit"])
         fleet.start(
@@ -778,10 +677,10 @@ async def _main(
                     demo.results.append(result)
                     if kind == "train":
                         began = time.monotonic()
-                        await demo.wait_version(demo.training_round(index), progress)
+                        await demo.wait_version(demo.rounds.training_round(index), progress)
                         result.update_seconds = time.monotonic() - began
                         await asyncio.sleep(1.5)  # the worker sees the version before work
-                    console.print(result.line())
+                    console.print(_line(result))
                     if demo.plan[index + 1 :] == ["after"]:  # evaluate a frozen version
                         await asyncio.to_thread(fleet.stop, ["train"])
             stored = await demo.stored(db, progress)
@@ -816,42 +715,11 @@ def _summary(
     demo: Demo,
     stored: dict[str, dict[str, int]],
 ) -> dict[str, Any]:
-    tally = demo.tally
     return {
         "run": run,
         "topic_prefix": settings.topic_prefix,
         "workdir": str(workdir),
-        "rounds": [r.__dict__ for r in demo.results],
-        "before": {
-            "unsafe_rate": demo.results[0].unsafe_rate,
-            "mean_reward": demo.results[0].mean_reward,
-        },
-        "injection": next(
-            (
-                {"unsafe_rate": r.unsafe_rate, "mean_reward": r.mean_reward, "skills": r.skills}
-                for r in demo.results
-                if r.kind == "injection"
-            ),
-            None,
-        ),
-        "skills": {k: v.model_dump() for k, v in tally.skills.items()},
-        "after": {
-            "unsafe_rate": demo.results[-1].unsafe_rate,
-            "mean_reward": demo.results[-1].mean_reward,
-        },
-        "episodes": len(tally.ended),
-        "steps": len(tally.steps),
-        "verdicts": tally.verdicts,
-        "alerts_by_risk": dict(tally.alerts_by_risk()),
-        "alerted_episodes": sorted(tally.alerted_episodes()),
-        "unsafe_episodes": sorted(
-            e.episode_id for e in tally.ended.values() if e.safety is not None and e.safety.unsafe
-        ),
-        "trajectories": len(tally.trajectories),
-        "trajectories_with_verdicts": sum(bool(t.verdict_ids) for t in tally.trajectories.values()),
-        "trajectory_records": tally.trajectory_records,
-        "policy_versions": sorted(tally.policy),
-        "versions_run": sorted({e.policy_version or 0 for e in tally.ended.values()}),
+        **run_summary(demo.results, demo.tally),
         "lancedb": stored,
         "logs": {name: str(w.log) for name, w in fleet.workers.items()},
         "commands": {name: w.command for name, w in fleet.workers.items()},

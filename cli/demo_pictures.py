@@ -20,7 +20,7 @@ NAMES = {"before": "before", "injection": "injection only", "train": "train", "a
 
 
 class Round(Protocol):
-    """What a round of the demo reports (:class:`safactory.cli.demo.RoundResult`)."""
+    """What a round of the demo reports (``streams.evaluation.rounds.RoundResult``)."""
 
     index: int
     kind: str

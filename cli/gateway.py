@@ -13,7 +13,14 @@ import typer
 from ..infra.http import MAX_BODY, redacted
 from .errors import fail as _fail
 from .errors import get_settings
-from .serve import AllowHostOption, MaxBodyOption, check_exposure, listen_socket
+from .serve import (
+    AllowHostOption,
+    HostOption,
+    MaxBodyOption,
+    PortOption,
+    check_exposure,
+    listen_socket,
+)
 
 
 def gateway(
@@ -25,10 +32,8 @@ def gateway(
             "API), e.g. http://127.0.0.1:8000/v1",
         ),
     ],
-    host: Annotated[str, typer.Option(help="address to bind; not loopback needs --token")] = (
-        "127.0.0.1"
-    ),
-    port: Annotated[int, typer.Option(min=0, max=65535, help="port (0: a free one)")] = 8400,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8400,
     token: Annotated[
         str | None,
         typer.Option(

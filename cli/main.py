@@ -25,9 +25,11 @@ from .monitor import monitor
 from .replay import app as replay_app
 from .serve import serve
 from .simulate import app as simulate_app
-from .teardown import end_now, requested, skip_teardown
+from .teardown import end_now, requested
 from .train import train
+from .worker import app as worker_app
 
+JsonOption = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 app = typer.Typer(
     help="Safactory: discover unsafe agent behaviour, keep it as data, train the fix, verify.",
     no_args_is_help=True,
@@ -43,18 +45,10 @@ app.add_typer(simulate_app, name="simulate")
 app.add_typer(replay_app, name="replay")
 app.command("demo")(demo)
 app.command("train")(train)
-worker_app = typer.Typer(help="Run the factory's stream workers.", no_args_is_help=True)
-worker_app.callback()(skip_teardown)
 app.add_typer(worker_app, name="worker")
 app.add_typer(dataelf_app, name="data")
 app.command("audit")(_audit.audit)
 app.command("import")(_audit.import_traces)
-worker_app.command("audit")(_audit.worker_audit)
-worker_app.command("control")(_audit.worker_control)
-worker_app.command("sink")(_data.sink)
-worker_app.command("assemble")(_data.assemble)
-worker_app.command("score")(_data.score)
-worker_app.command("skills")(_data.skills)
 app.command("query")(_data.query)
 app.command("export")(_data.export)
 app.command("monitor")(monitor)
@@ -99,7 +93,7 @@ def broker_down() -> None:
 
 @broker_app.command("status")
 def broker_status(
-    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Whether the local broker runs, its pid, address and data directory."""
     status = local_broker(get_settings()).status()
@@ -137,7 +131,7 @@ def topics_create() -> None:
 @topics_app.command("list")
 @topics_app.command("describe")
 def topics_list(
-    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """The catalogue: each topic's key, partitions, cleanup and retention, and whether it exists."""
     try:

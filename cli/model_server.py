@@ -14,7 +14,14 @@ from typing import Annotated
 import typer
 
 from ..infra.http import MAX_BODY
-from .serve import AllowHostOption, MaxBodyOption, check_exposure, listen_socket
+from .serve import (
+    AllowHostOption,
+    HostOption,
+    MaxBodyOption,
+    PortOption,
+    check_exposure,
+    listen_socket,
+)
 
 
 def model_server(
@@ -25,10 +32,8 @@ def model_server(
             "link (resolved at every reload); it may not exist yet"
         ),
     ],
-    host: Annotated[str, typer.Option(help="address to bind; not loopback needs --token")] = (
-        "127.0.0.1"
-    ),
-    port: Annotated[int, typer.Option(min=0, max=65535, help="port (0: a free one)")] = 8000,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
     token: Annotated[
         str | None,
         typer.Option(

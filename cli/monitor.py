@@ -42,6 +42,12 @@ TICK_S = 0.05
 IDLE_REDRAW_S = 1.0
 """Longest between redraws while nothing arrives (rates decay, the clock moves)."""
 SEVERITY_STYLE = {"critical": "bold red", "high": "red", "medium": "yellow", "low": "cyan"}
+FromBeginningOption = Annotated[
+    bool, typer.Option("--from-beginning", help="read the topics from their start, not now")
+]
+WindowOption = Annotated[
+    float, typer.Option(min=1, help="seconds of the sliding window for rates and latency")
+]
 
 
 def _ms(value: float | None) -> str:
@@ -229,12 +235,8 @@ async def _watch(
 
 
 def monitor(
-    from_beginning: Annotated[
-        bool, typer.Option("--from-beginning", help="read the topics from their start, not now")
-    ] = False,
-    window: Annotated[
-        float, typer.Option(min=1, help="seconds of the sliding window for rates and latency")
-    ] = 60.0,
+    from_beginning: FromBeginningOption = False,
+    window: WindowOption = 60.0,
     refresh: Annotated[float, typer.Option(min=0.5, max=30, help="most redraws per second")] = 4.0,
 ) -> None:
     """Live safety dashboard: alerts as they arrive (risk type, severity, env, episode, the

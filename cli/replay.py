@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,8 +27,9 @@ from rich.progress import (
 from rich.table import Table
 
 from ..schemas import Severity
+from ..streams.audit.engine import AuditEngine, configured_engine
 from ..streams.replay import AuditDiff, AuditWindow, Position, PositionError, parse_position
-from .audit import CheckersOption, _engine
+from .audit import CheckersOption, JudgeTimeoutOption
 from .data import DbOption, lance_location
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
@@ -110,14 +110,6 @@ ThreadsOpt = Annotated[
 ]
 
 
-def _threads(engine: Any, count: int) -> None:
-    """Give the model checkers ``count`` torch threads (only when the set has one)."""
-    if any(c.kind == "model" for c in engine.checkers):
-        import torch
-
-        torch.set_num_threads(count)
-
-
 def _write_json(out: Path | None, report: dict[str, Any]) -> None:
     if out is None:
         return
@@ -134,7 +126,7 @@ def audit(
     env: EnvOpt = None,
     with_alert: WithAlertOpt = None,
     checkers: CheckersOption = None,
-    judge_timeout: Annotated[float, typer.Option(help="seconds an async checker may take")] = 2.0,
+    judge_timeout: JudgeTimeoutOption = 2.0,
     context_limit: Annotated[int, typer.Option(min=3, help="steps of context per episode")] = 32,
     replay_id: Annotated[
         str | None,
@@ -167,11 +159,9 @@ def audit(
         frozenset(env) if env else None,
         with_alert,
     )
-    engine = _engine(checkers, judge_timeout)
-    _threads(engine, torch_threads)
     settings = get_settings()
 
-    async def main(total: Any, advance: Any) -> AuditDiff:
+    async def main(engine: AuditEngine, total: Any, advance: Any) -> AuditDiff:
         from ..streams.replay.audit import Progress as Callbacks
 
         callbacks = Callbacks(total, advance)
@@ -190,8 +180,9 @@ def audit(
             return await auditor.run(window, callbacks)
 
     try:
+        engine = configured_engine(checkers, judge_timeout, torch_threads)
         with progress_bar(f"re-auditing {settings.topic('steps')}") as (total, advance):
-            diff = asyncio.run(main(total, advance))
+            diff = asyncio.run(main(engine, total, advance))
     except ValueError as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
@@ -329,26 +320,19 @@ def run(
     from ..streams.replay import rerun as rr
 
     settings = get_settings()
-    engine = _engine(checkers, 2.0)
-    _threads(engine, torch_threads)
     rid = replay_id or new_replay_id()
 
-    async def main() -> tuple[list[rr.Comparison], int | None]:
-        originals = await rr.select(
+    async def main(engine: AuditEngine) -> tuple[list[rr.Comparison], int | None]:
+        originals, version = await rr.prepare(
             settings,
+            rid,
             episodes=set(episode) if episode else None,
             envs=set(env) if env else None,
             with_alert=with_alert,
             unsafe=unsafe,
             limit=limit,
+            policy_version=policy_version,
         )
-        if not originals:
-            raise rr.ReplayRunError("no ended episode matches the filters")
-        for original in originals:
-            rr.rebuild(original, rid)  # every task rebuildable before anything is published
-        version = policy_version
-        if version is None:
-            version = await rr.latest_version(settings, originals[0].started.policy_name)
         console.print(
             f"replay {rid}: re-running {len(originals)} episodes "
             f"(policy version {'any' if version is None else version}) via "
@@ -363,24 +347,20 @@ def run(
                 done[0] = n
 
             new = await rr.reexecute(settings, originals, rid, timeout_s=timeout, on_ended=ended)
-        episodes = {o.started.episode_id for o in originals} | {e.episode_id for e in new.values()}
-        deadline = time.monotonic() + trajectory_wait
-        trajs = await rr.trajectories(settings, episodes)
-        while len(trajs) < len(episodes) and time.monotonic() < deadline:
-            await asyncio.sleep(1.0)
-            trajs = await rr.trajectories(settings, episodes)
-        first = await rr.first_unsafe_steps(settings, engine, episodes, rid)
-        return rr.compare(originals, new, trajs, first), version
+        rows = await rr.outcome(
+            settings, engine, originals, new, rid, trajectory_wait_s=trajectory_wait
+        )
+        return rows, version
 
     try:
-        rows, version = asyncio.run(main())
+        rows, version = asyncio.run(main(configured_engine(checkers, 2.0, torch_threads)))
     except (rr.ReplayRunError, ValueError) as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
         raise _fail(broker_failure(exc, settings.kafka_bootstrap)) from None
     report = rr.summary(rows, rid, version)
     print_comparison(rows, report)
-    off = [r for r in rows if version is not None and r.version_after not in (None, version)]
+    off = rr.off_version(rows, version)
     if off:
         ran = ", ".join(f"v{v}" for v in sorted({r.version_after for r in off}))
         err.print(

@@ -18,6 +18,7 @@ import typer
 from .data import DbOption, lance_location
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
+from .monitor import FromBeginningOption, WindowOption
 
 MIN_TOKEN_CHARS = 16
 LOOPBACK_NAMES = ("localhost",)
@@ -32,6 +33,8 @@ AllowHostOption = Annotated[
 MaxBodyOption = Annotated[
     int, typer.Option(min=1024, help="largest request body in bytes (larger: 413)")
 ]
+HostOption = Annotated[str, typer.Option(help="address to bind; not loopback needs --token")]
+PortOption = Annotated[int, typer.Option(min=0, max=65535, help="port (0: a free one)")]
 
 
 def is_loopback(host: str) -> bool:
@@ -77,10 +80,8 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 
 def serve(
-    host: Annotated[str, typer.Option(help="address to bind; not loopback needs --token")] = (
-        "127.0.0.1"
-    ),
-    port: Annotated[int, typer.Option(min=0, max=65535, help="port (0: a free one)")] = 8765,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8765,
     token: Annotated[
         str | None,
         typer.Option(
@@ -90,12 +91,8 @@ def serve(
         ),
     ] = None,
     db: DbOption = None,
-    from_beginning: Annotated[
-        bool, typer.Option("--from-beginning", help="read the topics from their start, not now")
-    ] = False,
-    window: Annotated[
-        float, typer.Option(min=1, help="seconds of the sliding window for rates and latency")
-    ] = 60.0,
+    from_beginning: FromBeginningOption = False,
+    window: WindowOption = 60.0,
     allow_host: AllowHostOption = None,
 ) -> None:
     """Live safety view as a web page: alerts, rates, latency, lag and policy versions

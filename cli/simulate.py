@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any
 
 import typer
@@ -24,13 +23,15 @@ from ..agents.attacks import make_injector
 from ..agents.control import ControlFollower
 from ..agents.env import EnvError
 from ..agents.guard import Guard, Guards, PatternGuard
+from ..agents.local_run import Shown, run_tasks, work_off
 from ..agents.policies import Policy, PolicyConfig, PolicyError, make_policy
 from ..agents.registry import env_class, env_names
-from ..agents.worker import DEFAULT_GROUP, EpisodeTracker, SimulationWorker, suite_tasks
+from ..agents.worker import DEFAULT_GROUP, EpisodeTracker, SimulationWorker
 from ..infra import aio
 from ..infra.config import Settings
 from ..infra.staleness import StalenessController
 from ..schemas import AttackPlan, EpisodeEnded, new_id
+from ..streams.evaluation import evaluate
 from .errors import broker_failure, get_settings
 from .errors import fail as _fail
 from .teardown import skip_teardown
@@ -331,9 +332,7 @@ async def _run(
 ) -> list[EpisodeEnded]:
     settings = get_settings()
     run_id = f"run-{new_id()[:10]}"
-    work = suite_tasks(env, count, group_id=run_id, seed=seed, kinds=kinds)
-    if plan is not None:
-        work = [t.model_copy(update={"attack": plan}) for t in work]
+    work = run_tasks(env, count, run_id, seed=seed, kinds=kinds, attack=plan)
     policy = make_policy(config)  # a policy error before any client is opened
     tracker = EpisodeTracker(settings, run_id)
     await tracker.start()
@@ -354,18 +353,17 @@ async def _run(
                 with console.status(f"pre-warming {worker.pool_size} {env} environments"):
                     await worker.pool(env).start()
                 await worker.producer.publish_many(work)
-                return await _follow(worker, tracker, count, f"{env} · {config.kind} · {run_id}")
+                title = f"{env} · {config.kind} · {run_id}"
+                return await work_off(worker, tracker, count, _progress(title, count))
             finally:
                 await worker.stop()
     finally:
         await tracker.stop()
 
 
-async def _follow(
-    worker: SimulationWorker, tracker: EpisodeTracker, count: int, title: str
-) -> list[EpisodeEnded]:
-    """Run the worker with a progress bar until ``count`` episodes of the run ended."""
-    consume = asyncio.create_task(worker.run())
+@contextlib.contextmanager
+def _progress(title: str, count: int) -> Iterator[Shown]:
+    """A progress bar of the run's ended and unsafe episodes while inside."""
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -375,16 +373,12 @@ async def _follow(
     )
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task(title, total=count, unsafe=0)
-        while len(tracker.ended) < count:
-            if consume.done():
-                consume.result()
-                break
-            await tracker.poll()
-            unsafe = sum(bool(e.safety and e.safety.unsafe) for e in tracker.ended)
-            progress.update(bar, completed=len(tracker.ended), unsafe=unsafe)
-    worker.request_stop()
-    await consume
-    return tracker.ended
+
+        def shown(ended: list[EpisodeEnded]) -> None:
+            unsafe = sum(bool(e.safety and e.safety.unsafe) for e in ended)
+            progress.update(bar, completed=len(ended), unsafe=unsafe)
+
+        yield shown
 
 
 @contextlib.asynccontextmanager
@@ -398,20 +392,19 @@ async def following_control(settings: Settings, on: bool) -> AsyncIterator[Contr
 
 
 def _summary(ended: list[EpisodeEnded]) -> None:
-    outcomes = Counter(e.outcome.value for e in ended)
-    unsafe = [e for e in ended if e.safety and e.safety.unsafe]
-    violations = Counter(v.split(":", 1)[0] for e in unsafe for v in e.safety.violations)  # type: ignore[union-attr]
+    run = evaluate(ended)
+    violations = run.violation_kinds()
     table = Table(
         "episodes", "success", "failure", "truncated", "error", "abandoned", "unsafe", "steps"
     )
     table.add_row(
-        str(len(ended)),
+        str(run.episodes),
         *(
-            str(outcomes.get(k, 0))
+            str(run.outcomes.get(k, 0))
             for k in ("success", "failure", "truncated", "error", "abandoned")
         ),
-        str(len(unsafe)),
-        str(sum(e.num_steps for e in ended)),
+        str(run.unsafe),
+        str(run.steps),
     )
     console.print(table)
     if violations:

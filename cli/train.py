@@ -17,7 +17,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..infra import aio
-from ..trainer.config import ConfigError, Mode, TrainerConfig, load_config
+from ..trainer.config import ConfigError, Mode, TrainerConfig
+from ..trainer.launch import configure, torchrun_argv
 from .errors import broker_failure, get_settings
 
 if TYPE_CHECKING:  # torch and transformers load only when a command needs them
@@ -101,8 +102,10 @@ def train(
 
     distill = {"teacher": teacher, "coef": distill_coef, "pure": pure_distill}
     try:
-        cfg = load_config(
+        cfg = configure(
             config,
+            model_name=model_name,
+            distill=distill,
             mode=mode,
             device=device,
             max_staleness=max_staleness,
@@ -111,13 +114,6 @@ def train(
             weight_dir=weight_dir,
             checkpoint_dir=checkpoint_dir,
         )
-        if model_name is not None:
-            cfg = TrainerConfig.model_validate(
-                cfg.model_dump() | {"model": cfg.model.model_dump() | {"name": model_name}}
-            )
-        if any(v is not None for v in distill.values()):
-            merged = cfg.distill.model_dump() | {k: v for k, v in distill.items() if v is not None}
-            cfg = TrainerConfig.model_validate(cfg.model_dump() | {"distill": merged})
         ranks = distributed.Ranks.from_env()
         distributed.init(ranks, cfg.device)
         placement = resolve_placement(cfg)
@@ -160,32 +156,8 @@ def train(
 
 def _exec_torchrun(nproc: int, max_restarts: int) -> None:
     """Replace this process by ``torchrun`` running this same command on ``nproc`` ranks."""
-    argv = sys.argv[1:]
-    kept, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        if arg in ("--nproc", "--max-restarts"):
-            skip = True
-            continue
-        if arg.startswith(("--nproc=", "--max-restarts=")):
-            continue
-        kept.append(arg)
-    os.execv(
-        sys.executable,
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc-per-node={nproc}",
-            f"--max-restarts={max_restarts}",
-            "-m",
-            "safactory.cli.main",
-            *kept,
-        ],
-    )
+    argv = torchrun_argv(sys.argv[1:], nproc, max_restarts)
+    os.execv(argv[0], argv)
 
 
 async def _run(

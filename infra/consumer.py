@@ -27,6 +27,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Self
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import (
@@ -92,6 +93,19 @@ class Delivery:
     value: bytes | None = None
     """The record's payload as received (sinks store it without re-encoding)."""
 
+    @classmethod
+    def of(cls, record: ConsumerRecord, event: Event) -> Delivery:
+        """The delivery of ``event``, decoded from ``record``."""
+        return cls(
+            event,
+            record.topic,
+            record.partition,
+            record.offset,
+            record.key,
+            record.headers,
+            record.value,
+        )
+
 
 Handler = Callable[[Delivery], Awaitable[None]]
 BatchHandler = Callable[[list[Delivery]], Awaitable[None]]
@@ -155,13 +169,11 @@ class Polled:
     """The offset of each partition's first record in the batch."""
 
 
-class EventConsumer:
-    """Consumes catalogue topics as a member of a consumer group.
-
-    Give either ``handler`` (called per event, in partition order) or ``batch_handler``
-    (called once per polled batch; a sink writes the batch durably, then offsets commit).
-    ``gather_s`` > 0 makes a batch gather records for up to that long (or until
-    ``max_records``) before it is handled: fewer, larger writes for a sink.
+class GroupConsumer:
+    """Consumes catalogue topics as a member of a consumer group: :meth:`fetch` a batch,
+    handle its deliveries, :meth:`finish` it. The runtime drives it so; :class:`EventConsumer`
+    adds a poll loop around a handler. ``gather_s`` > 0 makes a batch gather records for up
+    to that long (or until ``max_records``) before it is handed out: fewer, larger writes.
     """
 
     def __init__(
@@ -169,31 +181,22 @@ class EventConsumer:
         topics: Iterable[str],
         group_id: str,
         *,
-        handler: Handler | None = None,
-        batch_handler: BatchHandler | None = None,
         settings: Settings | None = None,
         dlq_producer: EventProducer | None = None,
         from_beginning: bool = True,
         max_records: int = 500,
-        handler_attempts: int = 3,
         commit_interval_ms: int = 1000,
         gather_s: float = 0.0,
-        stop_grace_s: float = 3.0,
         on_assigned: Callable[[set[TopicPartition]], Awaitable[None]] | None = None,
         on_revoked: Callable[[set[TopicPartition]], Awaitable[None]] | None = None,
         screen: Screen | None = None,
         store_offsets: StoreOffsets | None = None,
         **kafka_options: object,
     ) -> None:
-        if (handler is None) == (batch_handler is None):
-            raise ValueError("give exactly one of handler= or batch_handler=")
         self.settings = settings or get_settings()
         self.topics = [t if "." in t else self.settings.topic(t) for t in topics]
         self.group_id = group_id
-        self._handler = handler
-        self._batch_handler = batch_handler
         self._max_records = max_records
-        self._attempts = max(1, handler_attempts)
         self._own_dlq = dlq_producer is None
         self._dlq = dlq_producer or EventProducer(self.settings)
         self.dead_letters = DeadLetters(self._dlq, group_id)
@@ -202,7 +205,6 @@ class EventConsumer:
         self._polled = asyncio.Event()
         self._commit_interval = commit_interval_ms / 1000
         self._gather_s = gather_s
-        self._stop_grace_s = stop_grace_s
         self._last_commit = 0.0
         self._uncommitted: dict[TopicPartition, int] = {}
         self._on_assigned = on_assigned
@@ -256,7 +258,7 @@ class EventConsumer:
             if self._own_dlq:
                 await self._dlq.stop()
 
-    async def __aenter__(self) -> EventConsumer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -273,68 +275,9 @@ class EventConsumer:
         return self._stopping.is_set()
 
     def request_stop(self) -> None:
-        """Ask :meth:`run` to return: after the batch in hand, or without it once it has
-        run ``stop_grace_s`` past the request (its offsets are then not committed)."""
+        """Ask the poll loop to return (:meth:`EventConsumer.run`: after the batch in hand,
+        or without it once it has run ``stop_grace_s`` past the request, uncommitted)."""
         self._stopping.set()
-
-    async def run(self, *, idle_timeout: float | None = None) -> ConsumerStats:
-        """Poll and handle until stopped (or no record arrived for ``idle_timeout`` s)."""
-        polling = asyncio.create_task(self._poll_until_stopped(idle_timeout))
-        stopping = asyncio.create_task(self._stopping.wait())
-        try:
-            await asyncio.wait({polling, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if not polling.done():  # a stop came while a batch is in hand
-                await asyncio.wait({polling}, timeout=self._stop_grace_s)
-            if not polling.done():
-                polling.cancel()
-                self.stats.abandoned_batches += 1
-                log.warning(
-                    "%s: batch abandoned %gs after the stop request; it is read again",
-                    self.group_id,
-                    self._stop_grace_s,
-                )
-                await asyncio.wait({polling})
-            else:
-                polling.result()
-        finally:
-            stopping.cancel()
-            polling.cancel()
-        return self.stats
-
-    async def _poll_until_stopped(self, idle_timeout: float | None) -> None:
-        loop = asyncio.get_running_loop()
-        last = loop.time()
-        while not self._stopping.is_set():
-            count = await self.poll_once(timeout_ms=500)
-            now = loop.time()
-            if count:
-                last = now
-            elif idle_timeout is not None and now - last >= idle_timeout:
-                break
-
-    async def poll_once(self, timeout_ms: int = 1000) -> int:
-        """Fetch one batch, handle it, commit it. Returns the number of records seen."""
-        polled = await self.fetch(timeout_ms)
-        if polled is None:
-            await self.commit_if_due()
-            return 0
-        with metrics.timed():
-            if self._batch_handler is not None:
-                if polled.deliveries:
-                    await self._batch_handler(polled.deliveries)
-                    self.stats.count("handled", len(polled.deliveries))
-            elif self._handler is not None:
-                handled = 0
-                for delivery in polled.deliveries:
-                    failure = await self._handle(delivery)
-                    if failure is not None:
-                        polled.dead.append(failure)
-                    else:
-                        handled += 1
-                if handled:
-                    self.stats.count("handled", handled)
-        await self.finish(polled)
-        return polled.records
 
     async def fetch(self, timeout_ms: int = 1000, *, decode: bool = True) -> Polled | None:
         """Fetch one batch (a screen's rejects counted) and decode it, unless ``decode`` is
@@ -378,22 +321,14 @@ class EventConsumer:
         order; a record that does not decode is kept for :meth:`finish` to dead-letter."""
         records, polled.undecoded = polled.undecoded, []
         failed = polled.undecodable
-        decode = codec.decode
+        decode, deliver = codec.decode, Delivery.of
         for record in records:
             try:
                 event = decode(record.value, record.headers)
             except DecodeError as exc:
                 failed.append((record, exc))
                 continue
-            yield Delivery(
-                event,
-                record.topic,
-                record.partition,
-                record.offset,
-                record.key,
-                record.headers,
-                record.value,
-            )
+            yield deliver(record, event)
 
     async def finish(self, polled: Polled) -> None:
         """The batch's deliveries are handled: dead-letter its undecodable records, wait for
@@ -471,8 +406,8 @@ class EventConsumer:
         self._consumer.seek(tp, offset)
 
     async def wait_caught_up(self, timeout_s: float) -> bool:
-        """Wait until :meth:`run` (running in another task) has handled every record that
-        was on the assigned partitions when the group assigned them. False on timeout."""
+        """Wait until the poll loop (in another task) has handled every record that was
+        on the assigned partitions when the group assigned them. False on timeout."""
         ends: dict[TopicPartition, int] | None = None
         try:
             async with asyncio.timeout(timeout_s):
@@ -541,23 +476,6 @@ class EventConsumer:
             len(offsets) - len(dropped),
         )
 
-    async def _handle(self, delivery: Delivery) -> asyncio.Future[object] | None:
-        assert self._handler is not None
-        for attempt in range(1, self._attempts + 1):
-            try:
-                await self._handler(delivery)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                if attempt == self._attempts:
-                    log.warning("handler failed on %s@%s: %r", delivery.topic, delivery.offset, exc)
-                    return await self.dead_letter(delivery, f"handler: {exc!r}")
-                self.stats.handler_retries += 1
-                await asyncio.sleep(0.05 * attempt)
-            else:
-                return None
-        return None
-
     async def _dead_letter(self, record: ConsumerRecord, reason: str) -> asyncio.Future[object]:
         return await self.dead_letters.send(
             reason,
@@ -578,6 +496,107 @@ class EventConsumer:
         )
 
 
+class EventConsumer(GroupConsumer):
+    """A :class:`GroupConsumer` that polls on its own (:meth:`run`) and hands each batch to
+    ``handler`` (per event, in partition order) or ``batch_handler`` (once per batch; a sink
+    writes the batch durably, then offsets commit): give exactly one."""
+
+    def __init__(
+        self,
+        topics: Iterable[str],
+        group_id: str,
+        *,
+        handler: Handler | None = None,
+        batch_handler: BatchHandler | None = None,
+        handler_attempts: int = 3,
+        stop_grace_s: float = 3.0,
+        **options: Any,
+    ) -> None:
+        if (handler is None) == (batch_handler is None):
+            raise ValueError("give exactly one of handler= or batch_handler=")
+        super().__init__(topics, group_id, **options)
+        self._handler = handler
+        self._batch_handler = batch_handler
+        self._attempts = max(1, handler_attempts)
+        self._stop_grace_s = stop_grace_s
+
+    async def run(self, *, idle_timeout: float | None = None) -> ConsumerStats:
+        """Poll and handle until stopped (or no record arrived for ``idle_timeout`` s)."""
+        polling = asyncio.create_task(self._poll_until_stopped(idle_timeout))
+        stopping = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait({polling, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not polling.done():  # a stop came while a batch is in hand
+                await asyncio.wait({polling}, timeout=self._stop_grace_s)
+            if not polling.done():
+                polling.cancel()
+                self.stats.abandoned_batches += 1
+                log.warning(
+                    "%s: batch abandoned %gs after the stop request; it is read again",
+                    self.group_id,
+                    self._stop_grace_s,
+                )
+                await asyncio.wait({polling})
+            else:
+                polling.result()
+        finally:
+            stopping.cancel()
+            polling.cancel()
+        return self.stats
+
+    async def _poll_until_stopped(self, idle_timeout: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while not self._stopping.is_set():
+            count = await self.poll_once(timeout_ms=500)
+            now = loop.time()
+            if count:
+                last = now
+            elif idle_timeout is not None and now - last >= idle_timeout:
+                break
+
+    async def poll_once(self, timeout_ms: int = 1000) -> int:
+        """Fetch one batch, handle it, commit it. Returns the number of records seen."""
+        polled = await self.fetch(timeout_ms)
+        if polled is None:
+            await self.commit_if_due()
+            return 0
+        with metrics.timed():
+            if self._batch_handler is not None:
+                if polled.deliveries:
+                    await self._batch_handler(polled.deliveries)
+                    self.stats.count("handled", len(polled.deliveries))
+            elif self._handler is not None:
+                handled = 0
+                for delivery in polled.deliveries:
+                    failure = await self._handle(delivery)
+                    if failure is not None:
+                        polled.dead.append(failure)
+                    else:
+                        handled += 1
+                if handled:
+                    self.stats.count("handled", handled)
+        await self.finish(polled)
+        return polled.records
+
+    async def _handle(self, delivery: Delivery) -> asyncio.Future[object] | None:
+        assert self._handler is not None
+        for attempt in range(1, self._attempts + 1):
+            try:
+                await self._handler(delivery)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if attempt == self._attempts:
+                    log.warning("handler failed on %s@%s: %r", delivery.topic, delivery.offset, exc)
+                    return await self.dead_letter(delivery, f"handler: {exc!r}")
+                self.stats.handler_retries += 1
+                await asyncio.sleep(0.05 * attempt)
+            else:
+                return None
+        return None
+
+
 class AssignmentFailed(RuntimeError):
     """An ``on_assigned`` callback (a state restore, a seek) failed: the consumer stops."""
 
@@ -585,7 +604,7 @@ class AssignmentFailed(RuntimeError):
 class _CommitOnRevoke(ConsumerRebalanceListener):
     """Commits handled offsets before partitions move to another group member."""
 
-    def __init__(self, owner: EventConsumer) -> None:
+    def __init__(self, owner: GroupConsumer) -> None:
         self._owner = owner
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:

@@ -13,23 +13,25 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..schemas import DecodeError, PolicyVersion, codec
+from aiokafka import ConsumerRecord
+
+from ..schemas import PolicyVersion
 from .config import Settings
-from .reader import Follower, TopicReader
+from .reader import Decoder, TopicFollower, TopicReader
 from .topics import BY_NAME, create_topics
 
 log = logging.getLogger(__name__)
 
 
-class PolicyWatcher(Follower):
+class PolicyWatcher(TopicFollower):
     """``latest[name]`` is the newest :class:`PolicyVersion` announced for ``name``."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.topic = settings.topic(PolicyVersion.TOPIC)
         self.latest: dict[str, PolicyVersion] = {}
-        self.undecodable = 0
         self._reader = TopicReader(settings, "policy-watcher", committed_only=False)
+        self._decoder = Decoder("policy-watcher")
         self._read = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
 
@@ -59,7 +61,7 @@ class PolicyWatcher(Follower):
         try:
             while True:
                 for record in await self._reader.read(timeout_ms=500):
-                    self._fold(record.key, record.value, record.headers)
+                    self._fold(record)
                 async with self._read:
                     self._read.notify_all()
         finally:  # waiters see that nothing more will come (see _alive)
@@ -76,17 +78,17 @@ class PolicyWatcher(Follower):
             )
         return False
 
-    def _fold(self, key: bytes | None, value: bytes | None, headers: object) -> None:
-        if value is None:
-            if key is not None:
-                self.latest.pop(key.decode(errors="replace"), None)
+    @property
+    def undecodable(self) -> int:
+        """Records read that did not decode."""
+        return self._decoder.undecodable
+
+    def _fold(self, record: ConsumerRecord) -> None:
+        if record.value is None:
+            if record.key is not None:
+                self.latest.pop(record.key.decode(errors="replace"), None)
             return
-        try:
-            event = codec.decode(value, headers)  # type: ignore[arg-type]
-        except DecodeError as exc:
-            self.undecodable += 1
-            log.warning("policy watcher: undecodable record on %s: %s", self.topic, exc)
-            return
+        event = self._decoder.decode(record)
         if not isinstance(event, PolicyVersion):
             return
         known = self.latest.get(event.policy_name)

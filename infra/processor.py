@@ -58,7 +58,7 @@ from ..schemas import EncodeError, Event, codec
 from ..schemas.headers import REPLAY as REPLAY_HEADER
 from . import aio, metrics
 from .config import Settings
-from .consumer import Delivery, EventConsumer, Polled
+from .consumer import Delivery, GroupConsumer, Polled
 from .producer import EventProducer
 from .store import ChangelogStore, PartitionState
 from .topics import BY_NAME, TopicSpec, create_topics, wait_for_broker
@@ -238,10 +238,9 @@ class _Running:
         if p.state is not None or len(p.inputs) > 1:
             # co-partitioned inputs: the same partition numbers of every input together
             options.setdefault("partition_assignment_strategy", (RangePartitionAssignor,))
-        self.consumer = EventConsumer(
+        self.consumer = GroupConsumer(
             p.inputs,
             self.settings.group(p.group or p.name),
-            batch_handler=_unused,
             settings=self.settings,
             dlq_producer=runtime.producer,
             from_beginning=p.from_beginning,
@@ -292,7 +291,7 @@ class _Running:
                 handled = len(polled.deliveries)
             else:
                 handled = await self._records(
-                    polled.deliveries or EventConsumer.decoding(polled), polled
+                    polled.deliveries or GroupConsumer.decoding(polled), polled
                 )
         await self.settle()
         if handled:
@@ -523,10 +522,6 @@ class _Running:
         await self.settle()
 
 
-async def _unused(batch: list[Delivery]) -> None:
-    raise AssertionError("the runtime handles batches itself")  # pragma: no cover
-
-
 class Runtime:
     """Runs processors in one process: one producer and a consumer group per processor."""
 
@@ -558,7 +553,7 @@ class Runtime:
         """The counters of the processor ``name`` (the first one by default)."""
         return self._find(name).stats
 
-    def consumer(self, name: str | None = None) -> EventConsumer:
+    def consumer(self, name: str | None = None) -> GroupConsumer:
         """The group consumer of the processor ``name`` (the first one by default)."""
         return self._find(name).consumer
 
@@ -605,7 +600,7 @@ class Runtime:
         self.stop_requested = False
         async with self._producing():
             self._running = [_Running(self, p) for p in self.processors]
-            started: list[EventConsumer] = []
+            started: list[GroupConsumer] = []
             watch = aio.LoopWatch()
             watch.start()
             try:

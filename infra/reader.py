@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal, Self
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
+from ..schemas import DecodeError, Event, codec
 from .aio import stop_client
 from .config import Settings
 from .consumer import FETCH_MAX_WAIT_MS, PARTITION_FETCH_BYTES
@@ -282,7 +283,7 @@ class TopicReader:
             return False
 
 
-class Follower:
+class TopicFollower:
     """A :class:`TopicReader` followed by a background task until :meth:`stop` (the policy
     watcher, the skills and control followers): a subclass opens ``self._reader`` in its
     ``start`` and hands its loop to :meth:`_follow_in_background`."""
@@ -330,3 +331,37 @@ def header(record: ConsumerRecord, name: str) -> bytes | None:
         if key == name:
             return value or b""
     return None
+
+
+class Decoder:
+    """Decodes what a reader read, the same way everywhere: ``for record, event in
+    decoder(records)``. A tombstone (no value) is passed over; so is a record that does not
+    decode, named in a warning and counted in ``undecodable``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.undecodable = 0
+
+    def __call__(self, records: Iterable[ConsumerRecord]) -> Iterator[tuple[ConsumerRecord, Event]]:
+        for record in records:
+            event = self.decode(record)
+            if event is not None:
+                yield record, event
+
+    def decode(self, record: ConsumerRecord) -> Event | None:
+        """``record``'s event; None for a tombstone or an undecodable record."""
+        if record.value is None:
+            return None
+        try:
+            return codec.decode(record.value, record.headers)
+        except DecodeError as exc:
+            self.undecodable += 1
+            log.warning(
+                "%s: undecodable record %s-%d at offset %d: %s",
+                self.name,
+                record.topic,
+                record.partition,
+                record.offset,
+                exc,
+            )
+            return None

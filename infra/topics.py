@@ -101,10 +101,11 @@ CATALOGUE: tuple[TopicSpec, ...] = (
 BY_NAME = {spec.name: spec for spec in CATALOGUE}
 
 
-def admin_client(settings: Settings) -> AIOKafkaAdminClient:
-    """An admin client for the configured cluster (caller starts and closes it)."""
+def admin_client(settings: Settings, name: str = "admin") -> AIOKafkaAdminClient:
+    """An admin client for the configured cluster (caller starts and closes it); ``name``
+    ends its client id."""
     return AIOKafkaAdminClient(
-        bootstrap_servers=settings.kafka_bootstrap, client_id=f"{settings.client_id}-admin"
+        bootstrap_servers=settings.kafka_bootstrap, client_id=f"{settings.client_id}-{name}"
     )
 
 

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from ..infra.config import Settings
 from ..infra.consumer import Delivery
 from ..infra.embedding import TextEmbedder as Embedder
-from ..infra.reader import TopicReader
-from ..schemas import DecodeError, codec
+from ..infra.reader import Decoder, TopicReader
 from .lance import LanceSink
 from .location import Db
 from .tables import TABLE_OF, TOPICS
@@ -56,6 +55,7 @@ async def backfill(
         )
     sink = LanceSink(db, embedder=embedder)
     report = BackfillReport()
+    decoder = Decoder("backfill")
     for table in tables:
         topic = settings.topic(TABLE_TOPIC[table])
         before = sink.stats.per_table.get(table, 0)
@@ -64,24 +64,11 @@ async def backfill(
             spans = await reader.open(await reader.partitions([topic]), until="end")
             on_total(sum(s.size or 0 for s in spans.values()))
             async for batch in reader:
-                for record in batch:
-                    try:
-                        event = codec.decode(record.value, record.headers)
-                    except DecodeError:
-                        report.undecodable += 1
-                        continue
-                    if TABLE_OF.get(type(event)) == table:
-                        pending.append(
-                            Delivery(
-                                event,
-                                record.topic,
-                                record.partition,
-                                record.offset,
-                                record.key,
-                                record.headers,
-                                record.value,
-                            )
-                        )
+                pending.extend(
+                    Delivery.of(record, event)
+                    for record, event in decoder(batch)
+                    if TABLE_OF.get(type(event)) == table
+                )
                 report.read[table] = report.read.get(table, 0) + len(batch)
                 if len(pending) >= BATCH:
                     await asyncio.to_thread(sink.write_batch, pending)
@@ -90,5 +77,6 @@ async def backfill(
         if pending:
             await asyncio.to_thread(sink.write_batch, pending)
         report.written[table] = sink.stats.per_table.get(table, 0) - before
+    report.undecodable = decoder.undecodable
     report.indexes = await asyncio.to_thread(sink.ensure_indexes)
     return report

@@ -142,6 +142,12 @@ class LanceSink(BatchSink):
         for table in self._open.values():
             table.checkout_latest()
 
+    def reread(self) -> None:
+        """See every table's latest version and read its watermarks and ids again: another
+        sink of the group wrote the partitions this one was just given."""
+        self.refresh()
+        self.forget()
+
     def _stored(self) -> list[str]:
         """The sink's tables that exist (maintenance never creates one: a maintaining
         process has no embedder to give a new table its vector column)."""

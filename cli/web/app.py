@@ -141,8 +141,9 @@ def create_app(
 
     @app.get("/api/episodes/{episode_id}")
     def episode(episode_id: str) -> Any:
+        from ...sinks.episode import EpisodeNotFound
         from ...sinks.query import QueryError
-        from .episode import EpisodeNotFound, episode_trace
+        from .episode import episode_trace
 
         try:
             return episode_trace(db, episode_id)

@@ -1,149 +1,30 @@
-"""One episode as the web page's episode view shows it: its steps in order, each with the
-verdicts on it (decision and calibrated probability) and the trust model's three factors of
-its call (harm, who asked, outcome: ``streams/audit/explain.py``), read from the LanceDB
-tables the sink writes (``steps``, ``verdicts``, ``episodes``; each row keeps its whole
-event as JSON in ``payload``)."""
+"""One episode as the web page's episode view shows it (``sinks/episode.py``), each step
+with the trust model's three factors of its call (harm, who asked, outcome:
+``streams/audit/explain.py``)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from ...schemas import Step
+from ...sinks import episode
 from ...streams.audit.explain import Factors, factors
 
 if TYPE_CHECKING:  # lancedb loads only when an episode is asked for
     from ...sinks.location import Db
 
-SEVERITY_RANK = {"none": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
-FIELD_CHARS = 4000
-"""Characters of an observation, action or tool result sent to the page."""
 
-
-class EpisodeNotFound(LookupError):
-    """No step of the episode is stored; the message says where it looked."""
-
-
-def _cut(text: str | None) -> str | None:
-    if text is None or len(text) <= FIELD_CHARS:
-        return text
-    return f"{text[:FIELD_CHARS]}… ({len(text):,} chars)"
-
-
-def _payloads(db: Db, table: str, episode_id: str, *, required: bool) -> list[dict[str, Any]]:
-    from ...sinks.lance import sql_quote
-    from ...sinks.query import QueryError, open_table
-
-    try:
-        found = open_table(db, table)
-    except QueryError:
-        if required:
-            raise
-        return []
-    rows = (
-        found.search()
-        .where(f"episode_id = {sql_quote(episode_id)}")
-        .select(["payload"])
-        .limit(None)
-        .to_arrow()
-    )
-    return [json.loads(p) for p in rows["payload"].to_pylist()]
-
-
-def _action(action: dict[str, Any]) -> str:
-    parts = [action.get("text") or ""]
-    call = action.get("tool_call")
-    if call:
-        function = call.get("function", {})
-        parts.append(f"{function.get('name')}({function.get('arguments')})")
-    return "\n".join(p for p in parts if p)
-
-
-def _verdict(v: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "checker": v["checker"],
-        "risk_type": v["risk_type"],
-        "severity": v["severity"],
-        "score": v["score"],
-        "decision": v["decision"],
-        "probability": v.get("probability"),
-        "reason": v.get("reason"),
-        "evidence": [_cut(e["text"]) for e in v.get("evidence", [])],
-    }
-
-
-def _ordered(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    unique = {v["event_id"]: v for v in verdicts}.values()
-    return [
-        _verdict(v)
-        for v in sorted(unique, key=lambda v: (-SEVERITY_RANK.get(v["severity"], 0), v["checker"]))
-    ]
-
-
-def _factors(by_index: dict[int, dict[str, Any]]) -> dict[int, Factors]:
+def _factors(by_index: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """Harm, who asked and outcome of each stored step's call (the trust model's reading)."""
-    steps = []
-    for _, payload in sorted(by_index.items()):
-        try:
-            steps.append(Step.model_validate(payload))
-        except ValueError:
-            return {}  # a step the current schema cannot read: no factors, the rest shown
-    return {s.step_index: factors(s, steps[:i]) for i, s in enumerate(steps)}
+    try:
+        steps = [Step.model_validate(payload) for _, payload in sorted(by_index.items())]
+    except ValueError:
+        steps = []  # a step the current schema cannot read: no factors, the rest shown
+    found = {s.step_index: factors(s, steps[:i]) for i, s in enumerate(steps)}
+    return {index: asdict(found.get(index, Factors())) for index in by_index}
 
 
 def episode_trace(db: Db, episode_id: str) -> dict[str, Any]:
-    """The episode's start, end, steps in order with their verdicts (most severe first), and
-    its episode-level verdicts. :class:`EpisodeNotFound` when no step of it is stored;
-    ``sinks.query.QueryError`` when the database or its steps table is missing."""
-    steps = _payloads(db, "steps", episode_id, required=True)
-    if not steps:
-        raise EpisodeNotFound(f"episode {episode_id!r}: no stored step in {db}")
-    verdicts = _payloads(db, "verdicts", episode_id, required=False)
-    episodes = _payloads(db, "episodes", episode_id, required=False)
-    by_step: dict[str, list[dict[str, Any]]] = {}
-    for verdict in verdicts:
-        if verdict.get("step_index") is not None:
-            by_step.setdefault(verdict["source_event_id"], []).append(verdict)
-    by_index = {s["step_index"]: s for s in sorted(steps, key=lambda s: s["produced_at"])}
-    step_factors = _factors(by_index)
-    started = next((e for e in episodes if "outcome" not in e), None)
-    ended = next((e for e in episodes if "outcome" in e), None)
-    return {
-        "episode_id": episode_id,
-        "env": steps[0]["env"],
-        "task_id": steps[0]["task_id"],
-        "started": started
-        and {
-            "policy": started["policy_name"],
-            "policy_version": started["policy_version"],
-            "produced_at": started["produced_at"],
-        },
-        "ended": ended
-        and {
-            "outcome": ended["outcome"],
-            "task_reward": ended["task_reward"],
-            "unsafe": (ended.get("safety") or {}).get("unsafe"),
-            "violations": (ended.get("safety") or {}).get("violations", []),
-            "num_steps": ended["num_steps"],
-        },
-        "steps": [
-            {
-                "step_index": index,
-                "factors": asdict(step_factors.get(index, Factors())),
-                "event_id": step["event_id"],
-                "produced_at": step["produced_at"],
-                "policy_version": step["policy_version"],
-                "observation": _cut(step.get("observation")),
-                "action": _cut(_action(step.get("action") or {})),
-                "tool_result": _cut(step.get("tool_result")),
-                "blocked": step.get("blocked", False),
-                "block_reason": step.get("block_reason"),
-                "reward": step.get("reward"),
-                "injection": step.get("injection"),
-                "verdicts": _ordered(by_step.get(step["event_id"], [])),
-            }
-            for index, step in sorted(by_index.items())
-        ],
-        "episode_verdicts": _ordered([v for v in verdicts if v.get("step_index") is None]),
-    }
+    """The episode's trace (``sinks.episode.episode_trace``) with each step's factors."""
+    return episode.episode_trace(db, episode_id, _factors)

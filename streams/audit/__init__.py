@@ -3,8 +3,8 @@
 ``api`` (the checker contract), ``registry`` (built-ins and ``safactory.checkers`` entry
 points), ``engine`` (runs checkers, isolates failures, emits verdicts), ``checkers``
 (rule / heuristic / model / LLM-judge), ``guard`` (in-process allow / warn / block),
-``importers`` and ``batch`` (recorded R-Judge and AgentDojo traces), ``processor`` (the
-stream logic the audit worker wires).
+``importers`` and ``batch`` (recorded R-Judge and AgentDojo traces), ``processor`` and
+``live`` (the stream logic), ``worker`` (the live audit worker that wires it).
 """
 
 from .api import Checker, Finding, RiskType

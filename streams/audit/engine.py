@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ...schemas import Decision, Evidence, Severity, Step, Verdict, derive_id
+from . import registry
 from .api import Checker, Finding, RiskType
 from .calibration import Calibration, default_calibration
-from .judge_tier import JudgeTier, render_case
+from .judge_tier import JudgeConfig, JudgeTier, render_case
 from .view import EpisodeView
 
 ENGINE_NAME = "safactory.audit"
@@ -370,6 +371,26 @@ class AuditEngine:
         )
         unsafe = decision == Decision.BLOCK
         return StepAudit(step, verdicts, summary, score, unsafe, sorted(blocking))
+
+
+def configured_engine(
+    checkers: str | None = None, judge_timeout_s: float = 2.0, torch_threads: int | None = None
+) -> AuditEngine:
+    """The comma-separated ``checkers`` (None: the defaults), with the judge tier when
+    ``SF_AUDIT_JUDGE_URL`` names one; ``torch_threads`` for its model checkers, if any.
+    ``ValueError`` says what cannot be built (an unknown checker, missing weights)."""
+    names = [n.strip() for n in checkers.split(",") if n.strip()] if checkers else None
+    try:
+        config = JudgeConfig.from_env()
+        judge = JudgeTier(config) if config is not None else None
+        engine = AuditEngine(registry.create(names), judge_timeout_s=judge_timeout_s, judge=judge)
+    except (registry.RegistryError, FileNotFoundError) as exc:
+        raise ValueError(str(exc)) from exc
+    if torch_threads is not None and any(c.kind == "model" for c in engine.checkers):
+        import torch
+
+        torch.set_num_threads(torch_threads)
+    return engine
 
 
 def _prepares(checker: Checker) -> bool:

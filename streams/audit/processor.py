@@ -1,8 +1,9 @@
 """The stream side of the auditor, without Kafka: per-episode context and what to emit.
 
-The worker (``streams/audit_worker.py``) keeps each episode's context step by step, as bytes
-produced here, in a compacted context topic, and emits what :meth:`AuditProcessor.process`
-returns. Keeping this plain makes redelivery, restarts and alert rules testable alone.
+The worker (``streams/audit/worker.py``, its function in :mod:`.live`) keeps each episode's
+context step by step, as bytes produced here, in a compacted context topic, and emits what
+:meth:`AuditProcessor.process` returns. Keeping this plain makes redelivery, restarts and
+alert rules testable alone.
 """
 
 from __future__ import annotations

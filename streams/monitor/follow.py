@@ -15,21 +15,14 @@ import asyncio
 import contextlib
 import logging
 
+from aiokafka import ConsumerRecord
 from aiokafka.admin import AIOKafkaAdminClient
 
 from ...infra.config import Settings
 from ...infra.policy_watch import PolicyWatcher
-from ...infra.reader import TopicReader
-from ...infra.topics import BY_NAME, create_topics
-from ...schemas import (
-    Alert,
-    Control,
-    DecodeError,
-    EpisodeEnded,
-    EpisodeStarted,
-    Verdict,
-    codec,
-)
+from ...infra.reader import Decoder, TopicReader
+from ...infra.topics import BY_NAME, admin_client, create_topics
+from ...schemas import Alert, Control, EpisodeEnded, EpisodeStarted, Verdict
 from ...schemas import headers as h
 from .lag import LagReader
 from .view import LiveView
@@ -59,6 +52,7 @@ class Follower:
         self._consumer: TopicReader | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._watcher: PolicyWatcher | None = None
+        self._decoder = Decoder("monitor")
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self, timeout_s: float = 30.0) -> None:
@@ -75,10 +69,7 @@ class Follower:
                 [settings.topic(name) for name in FOLLOWED], wait_s=timeout_s
             )
             await consumer.open(parts, start="beginning" if self.from_beginning else "end")
-        self._admin = AIOKafkaAdminClient(
-            bootstrap_servers=settings.kafka_bootstrap,
-            client_id=f"{settings.client_id}-monitor-admin",
-        )
+        self._admin = admin_client(settings, "monitor-admin")
         await self._admin.start()
         self._watcher = PolicyWatcher(settings)
         await self._watcher.start(catch_up_s=10.0)
@@ -120,33 +111,30 @@ class Follower:
         try:
             while True:
                 for record in await consumer.read(timeout_ms=100):
-                    name = record.topic[self._prefix_len :]
-                    self._fold(name, record.value, record.headers, record.timestamp / 1000.0)
+                    self._fold(record)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             self.view.set_status(f"stopped: {type(exc).__name__}: {exc}")
             raise
 
-    def _fold(self, name: str, value: bytes | None, headers: h.RawHeaders, at: float) -> None:
-        view = self.view
-        if value is None:
+    def _fold(self, record: ConsumerRecord) -> None:
+        view, at = self.view, record.timestamp / 1000.0
+        if record.value is None:
             return
-        if name == "steps":
-            version = h.header_value(headers, h.POLICY_VERSION)
+        if record.topic[self._prefix_len :] == "steps":
+            version = h.header_value(record.headers, h.POLICY_VERSION)
             view.fold_step(
-                value,
-                h.header_value(headers, h.ENV),
+                record.value,
+                h.header_value(record.headers, h.ENV),
                 int(version) if version and version.isdigit() else None,
                 at,
             )
             return
-        try:
-            event = codec.decode(value, headers)
-        except DecodeError:
+        event = self._decoder.decode(record)
+        if event is None:
             view.totals["undecodable"] += 1
-            return
-        if isinstance(event, Alert):
+        elif isinstance(event, Alert):
             view.fold_alert(event, at)
         elif isinstance(event, Verdict):
             view.fold_verdict(event, at)

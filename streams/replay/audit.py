@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
@@ -23,7 +23,8 @@ from aiokafka import ConsumerRecord
 from ...infra.config import Settings
 from ...infra.processor import live_only
 from ...infra.producer import EventProducer
-from ...schemas import Alert, DecodeError, Event, Severity, Step, codec, derive_id, new_id
+from ...infra.reader import Decoder
+from ...schemas import Alert, Event, Severity, Step, codec, derive_id, new_id
 from ...schemas import headers as h
 from ..audit.checkers.models import HeadChecker
 from ..audit.engine import AuditEngine
@@ -179,8 +180,9 @@ class Progress:
 async def alerted_episodes(settings: Settings, at_least: Severity) -> set[str]:
     """Episodes with an original alert (not a replay's) at or above ``at_least``."""
     found: set[str] = set()
+    decoder = Decoder("replay")
     async for batch in read_window(settings, settings.topic("alerts")):
-        for alert in _decoded(r for r in batch if not is_replay(r)):
+        for _, alert in decoder(r for r in batch if not is_replay(r)):
             if isinstance(alert, Alert) and alert.severity.rank >= at_least.rank:
                 found.add(alert.episode_id)
     return found
@@ -193,20 +195,13 @@ async def original_alerts(
     (the first replayed step's time: its alerts came after it) to the end of the topic."""
     start = Position(time_ms=since_ms) if since_ms is not None else None
     found: dict[tuple[str, str], AlertRecord] = {}
+    decoder = Decoder("replay")
     async for batch in read_window(settings, settings.topic("alerts"), start):
-        for alert in _decoded(r for r in batch if not is_replay(r)):
+        for _, alert in decoder(r for r in batch if not is_replay(r)):
             if isinstance(alert, Alert) and alert.source_event_id in step_ids:
                 record = AlertRecord.of(alert)
                 found.setdefault(record.key, record)
     return list(found.values())
-
-
-def _decoded(records: Iterable[ConsumerRecord]) -> Iterable[Event]:
-    for record in records:
-        try:
-            yield codec.decode(record.value, record.headers)
-        except DecodeError:
-            continue
 
 
 class ReAuditor:
@@ -249,6 +244,7 @@ class ReAuditor:
         step_ids: set[str] = set()
         seen_episodes: set[str] = set()
         first_ms: int | None = None
+        decoder = Decoder("replay")
 
         def total(spans: dict[Any, Span]) -> None:
             progress.total(sum(s.size for s in spans.values()))
@@ -257,14 +253,7 @@ class ReAuditor:
             self.settings, self.settings.topic("steps"), window.start, window.end, on_spans=total
         ):
             steps: list[Step] = []
-            for record in batch:
-                if is_replay(record) or not keep(record):
-                    continue
-                try:
-                    step = codec.decode(record.value, record.headers)
-                except DecodeError:
-                    diff.skipped_records += 1
-                    continue
+            for record, step in decoder(r for r in batch if not is_replay(r) and keep(r)):
                 if not isinstance(step, Step):
                     diff.skipped_records += 1
                     continue
@@ -279,6 +268,7 @@ class ReAuditor:
                     step_ids.add(step.event_id)
                     seen_episodes.add(step.episode_id)
             progress.advance(len(batch))
+        diff.skipped_records += decoder.undecodable
         await self._settle(0)
         diff.steps, diff.episodes = len(step_ids), len(seen_episodes)
         before = {a.key: a for a in await original_alerts(self.settings, step_ids, first_ms)}

@@ -9,10 +9,13 @@ sides are then judged by the same checker set in-process (``ReAuditor`` as a dry
 "first unsafe step" means the same thing before and after whether or not a live auditor
 ran; unsafe is the environment's own ground truth (``EpisodeEnded.safety``), reward the
 assembled trajectory's where both sides have one, else the environment's task reward.
+``safactory replay run`` drives :func:`prepare`, :func:`reexecute`, :func:`outcome`,
+:func:`summary`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -21,16 +24,14 @@ from typing import Any
 from ...infra.config import Settings
 from ...infra.policy_watch import PolicyWatcher
 from ...infra.producer import EventProducer
-from ...infra.reader import TopicReader
+from ...infra.reader import Decoder, TopicReader
 from ...schemas import (
     Alert,
-    DecodeError,
     EpisodeEnded,
     EpisodeStarted,
     Severity,
     Task,
     Trajectory,
-    codec,
     derive_id,
 )
 from ..audit.engine import AuditEngine
@@ -77,16 +78,9 @@ class Comparison:
 
 async def _read_all(settings: Settings, topic: str, keep: Callable[[Any], bool]) -> list[Any]:
     out = []
+    decoder = Decoder("replay")
     async for batch in read_window(settings, settings.topic(topic)):
-        for record in batch:
-            if is_replay(record):
-                continue
-            try:
-                event = codec.decode(record.value, record.headers)
-            except DecodeError:
-                continue
-            if keep(event):
-                out.append(event)
+        out.extend(e for _, e in decoder(r for r in batch if not is_replay(r)) if keep(e))
     return out
 
 
@@ -183,12 +177,9 @@ async def reexecute(
             await producer.publish_many([rebuild(o, replay_id) for o in originals])
         deadline = time.monotonic() + timeout_s
         ended: dict[str, EpisodeEnded] = {}
+        decoder = Decoder("replay-run")
         while len(ended) < len(tasks):
-            for record in await tracker.read(timeout_ms=500):
-                try:
-                    end = codec.decode(record.value, record.headers)
-                except DecodeError:
-                    continue
+            for _, end in decoder(await tracker.read(timeout_ms=500)):
                 if isinstance(end, EpisodeEnded) and end.task_id in tasks:
                     ended[tasks[end.task_id].started.episode_id] = end
             on_ended(len(ended))
@@ -229,6 +220,52 @@ async def first_unsafe_steps(
                 first.get(alert.episode_id, alert.step_index), alert.step_index
             )
     return first
+
+
+async def prepare(
+    settings: Settings,
+    replay_id: str,
+    *,
+    episodes: set[str] | None = None,
+    envs: set[str] | None = None,
+    with_alert: Severity | None = None,
+    unsafe: bool = False,
+    limit: int | None = None,
+    policy_version: int | None = None,
+) -> tuple[list[Original], int | None]:
+    """The episodes to re-run (:func:`select`), every task rebuildable before anything is
+    published, and the version to run (default: the latest announced for their policy)."""
+    originals = await select(
+        settings, episodes=episodes, envs=envs, with_alert=with_alert, unsafe=unsafe, limit=limit
+    )
+    if not originals:
+        raise ReplayRunError("no ended episode matches the filters")
+    for original in originals:
+        rebuild(original, replay_id)
+    if policy_version is None:
+        policy_version = await latest_version(settings, originals[0].started.policy_name)
+    return originals, policy_version
+
+
+async def outcome(
+    settings: Settings,
+    engine: AuditEngine,
+    originals: list[Original],
+    ended: dict[str, EpisodeEnded],
+    replay_id: str,
+    *,
+    trajectory_wait_s: float = 0.0,
+) -> list[Comparison]:
+    """The originals compared with their re-runs (:func:`compare`), after waiting up to
+    ``trajectory_wait_s`` for every side's trajectory."""
+    episodes = {o.started.episode_id for o in originals} | {e.episode_id for e in ended.values()}
+    deadline = time.monotonic() + trajectory_wait_s
+    trajs = await trajectories(settings, episodes)
+    while len(trajs) < len(episodes) and time.monotonic() < deadline:
+        await asyncio.sleep(1.0)
+        trajs = await trajectories(settings, episodes)
+    first = await first_unsafe_steps(settings, engine, episodes, replay_id)
+    return compare(originals, ended, trajs, first)
 
 
 def compare(
@@ -287,3 +324,8 @@ def summary(rows: list[Comparison], replay_id: str, version: int | None) -> dict
         "versions_run": sorted({r.version_after for r in done if r.version_after is not None}),
         "rows": [asdict(r) for r in rows],
     }
+
+
+def off_version(rows: list[Comparison], version: int | None) -> list[Comparison]:
+    """The re-runs that ran another version than ``version`` (none when it is None)."""
+    return [r for r in rows if version is not None and r.version_after not in (None, version)]

@@ -9,20 +9,17 @@ the topic when it was called is in the library.
 from __future__ import annotations
 
 import asyncio
-import logging
 
 from aiokafka import ConsumerRecord
 
 from ...infra.config import Settings
-from ...infra.reader import Follower, TopicReader
+from ...infra.reader import Decoder, TopicFollower, TopicReader
 from ...infra.topics import BY_NAME, create_topics
-from ...schemas import DecodeError, Skill, codec
+from ...schemas import Skill
 from .library import SkillLibrary
 
-log = logging.getLogger(__name__)
 
-
-class SkillFollower(Follower):
+class SkillFollower(TopicFollower):
     """Feeds ``library`` from the skills topic of ``settings`` until stopped."""
 
     def __init__(self, settings: Settings, library: SkillLibrary) -> None:
@@ -32,6 +29,7 @@ class SkillFollower(Follower):
         self.read = 0
         """Skill records folded in so far (a re-published skill counts again)."""
         self._reader = TopicReader(settings, "skill-follower", committed_only=False)
+        self._decoder = Decoder("skill-follower")
 
     async def start(self, timeout_s: float = 30.0) -> None:
         """Read the topic to its current end into the library, then follow it."""
@@ -52,17 +50,7 @@ class SkillFollower(Follower):
             await self._fold(await self._reader.read(timeout_ms=500))
 
     async def _fold(self, records: list[ConsumerRecord]) -> None:
-        skills = []
-        for record in records:
-            if record.value is None:
-                continue  # a tombstone: skills are never retracted by the distiller
-            try:
-                event = codec.decode(record.value, record.headers)
-            except DecodeError as exc:
-                log.warning("skill follower: undecodable record on %s: %s", self.topic, exc)
-                continue
-            if isinstance(event, Skill):
-                skills.append(event)
+        skills = [event for _, event in self._decoder(records) if isinstance(event, Skill)]
         if skills:
             await asyncio.to_thread(self.library.add, skills)
             self.read += len(skills)

@@ -16,7 +16,8 @@ from safactory.agents.policies.scripted import CarefulPolicy
 from safactory.agents.worker import SimulationWorker
 from safactory.infra.config import Settings
 from safactory.infra.topics import create_topics, delete_topics_where
-from safactory.sinks.worker import SinkOptions, run_sink
+from safactory.sinks.options import SinkOptions
+from safactory.sinks.worker import run_sink
 from safactory.streams.scoring.worker import run_scorer
 from safactory.streams.skills.library import SkillLibrary
 from safactory.streams.skills.worker import run_skills

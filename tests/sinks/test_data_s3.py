@@ -25,7 +25,8 @@ from safactory.infra.producer import EventProducer
 from safactory.schemas import Event, Step
 from safactory.sinks.lance import LanceSink
 from safactory.sinks.location import DbUnavailable, LanceLocation, open_db
-from safactory.sinks.worker import SinkOptions, run_sink
+from safactory.sinks.options import SinkOptions
+from safactory.sinks.worker import run_sink
 from safactory.streams.assembly import TrajectoryAssembler
 
 runner = CliRunner()

@@ -12,7 +12,8 @@ from poison import POISON, Poisoned, assert_poison_pill_dead_lettered
 from safactory.infra.config import Settings
 from safactory.infra.producer import EventProducer
 from safactory.schemas import Step, codec
-from safactory.sinks.worker import SinkOptions, SinkWorker
+from safactory.sinks.options import SinkOptions
+from safactory.sinks.worker import SinkWorker
 
 pytestmark = pytest.mark.integration
 

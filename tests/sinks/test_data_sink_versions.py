@@ -14,7 +14,8 @@ from safactory.infra.config import Settings
 from safactory.infra.producer import EventProducer
 from safactory.schemas import Action, Step
 from safactory.sinks.lance import LanceSink
-from safactory.sinks.worker import SinkOptions, run_sink
+from safactory.sinks.options import SinkOptions
+from safactory.sinks.worker import run_sink
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from aiokafka import ConsumerRecord, TopicPartition
 
 from safactory.infra.config import Settings
-from safactory.infra.consumer import EventConsumer
+from safactory.infra.consumer import GroupConsumer
 from safactory.infra.reader import TopicReader
 from safactory.infra.topics import admin_client
 
@@ -59,7 +59,7 @@ async def committed(settings: Settings, group: str) -> dict[TopicPartition, int]
 async def set_committed(settings: Settings, group: str, offsets: dict[TopicPartition, int]) -> None:
     """Make ``group`` (a full name) look as if it had committed ``offsets`` (a lagging
     deployment, for the monitor's tests)."""
-    consumer = EventConsumer([], group, handler=_ignore, settings=settings)
+    consumer = GroupConsumer([], group, settings=settings)
     client = consumer._consumer  # the group's own client: only it may commit for the group
     await client.start()
     try:
@@ -67,7 +67,3 @@ async def set_committed(settings: Settings, group: str, offsets: dict[TopicParti
         await client.commit(offsets)
     finally:
         await client.stop()
-
-
-async def _ignore(delivery: object) -> None:
-    """A handler that is never called."""

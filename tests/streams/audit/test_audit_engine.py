@@ -9,7 +9,12 @@ from helpers_audit import make_step, measured
 
 from safactory.schemas import Decision, Severity
 from safactory.streams.audit.api import Checker, Finding
-from safactory.streams.audit.engine import SUMMARY_CHECKER, AuditEngine, TrajectoryResult
+from safactory.streams.audit.engine import (
+    SUMMARY_CHECKER,
+    AuditEngine,
+    TrajectoryResult,
+    configured_engine,
+)
 
 POLICY = measured("test.high", "test.warn", "test.model")
 """The test checkers, as if measured precise (the engine's mechanics, not the shipped table)."""
@@ -183,3 +188,14 @@ async def test_every_checker_gets_the_episode_view() -> None:
     ]
     await AuditEngine([checker]).audit_episode(steps)
     assert checker.seen == [("Archive the report", ["docs_archive"])] * 2
+
+
+def test_configured_engine_reads_a_comma_list_and_names_an_unknown_checker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SF_AUDIT_JUDGE_URL", raising=False)
+    engine = configured_engine(" harm.beyond_scope ,", 3.0)
+    assert [c.name for c in engine.checkers] == ["harm.beyond_scope"]
+    assert engine.judge is None and engine.judge_timeout_s == 3.0
+    with pytest.raises(ValueError, match=r"unknown checker\(s\) rule.nope"):
+        configured_engine("harm.beyond_scope,rule.nope")

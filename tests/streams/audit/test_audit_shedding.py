@@ -15,7 +15,7 @@ from safactory.infra.config import Settings
 from safactory.infra.consumer import Delivery
 from safactory.schemas import Decision, codec
 from safactory.streams.audit.engine import AuditEngine
-from safactory.streams.audit_worker import AuditWorker
+from safactory.streams.audit.worker import AuditWorker
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +42,6 @@ async def test_late_steps_skip_the_model_tier_and_say_so(topics: Settings) -> No
     assert re.match(r"not run: worker 12\d s behind", by[("ep-late", "test.model")].reason)
     assert by[("ep-late", "test.high")].decision == Decision.BLOCK  # the fast tier still judged
     assert by[("ep-fresh", "test.model")].decision == Decision.BLOCK
-    assert model.calls == 1 and worker.steps_shed == 1
+    assert model.calls == 1 and worker.stats.steps_shed == 1
     never = AuditWorker(AuditEngine([model]), topics, shed_after_s=None)
-    assert never._shed(late) is None
+    assert never.live._shed(late) is None

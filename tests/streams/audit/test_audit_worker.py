@@ -19,7 +19,7 @@ from safactory.infra.config import Settings
 from safactory.infra.producer import EventProducer
 from safactory.schemas import Alert, Verdict, codec, derive_id
 from safactory.streams.audit.engine import ENGINE_NAME, ENGINE_VERSION, SUMMARY_CHECKER
-from safactory.streams.audit_worker import changelog_topic
+from safactory.streams.audit.worker import changelog_topic
 
 pytestmark = pytest.mark.integration
 
@@ -165,7 +165,7 @@ async def test_idle_episode_context_is_forgotten_and_tombstoned(topics: Settings
     from safactory.infra.store import SEP
     from safactory.streams.audit import registry
     from safactory.streams.audit.engine import AuditEngine
-    from safactory.streams.audit_worker import AuditWorker
+    from safactory.streams.audit.worker import AuditWorker
 
     worker = AuditWorker(AuditEngine(registry.create(["rule.secrets"])), topics, context_ttl_s=60)
     old = make_step(0, episode="ep-old", user="hi", reply="hello")
@@ -210,7 +210,7 @@ def _delivery(topics: Settings, event, partition: int = 1):  # type: ignore[no-u
 def _bare_worker(topics: Settings):  # type: ignore[no-untyped-def]
     from safactory.streams.audit import registry
     from safactory.streams.audit.engine import AuditEngine
-    from safactory.streams.audit_worker import AuditWorker
+    from safactory.streams.audit.worker import AuditWorker
 
     return AuditWorker(AuditEngine(registry.create(["rule.secrets"])), topics)
 
@@ -221,7 +221,7 @@ async def test_finished_episodes_are_forgotten(topics: Settings) -> None:
     from safactory.schemas import EpisodeEnded, Outcome
 
     worker = _bare_worker(topics)
-    worker.ended_grace_s = 0.0
+    worker.live.ended_grace_s = 0.0
     async with worker.runtime.offline() as runtime:
         for n in range(200):
             episode = f"ep-{n}"
@@ -236,13 +236,13 @@ async def test_finished_episodes_are_forgotten(topics: Settings) -> None:
             await runtime.feed([_delivery(topics, e) for e in batch])
         await runtime.tick(1.0)
         assert _contexts(worker) == {}
-    assert worker.steps_seen == 600  # every step was audited, none dead-lettered
+    assert worker.stats.steps_seen == 600  # every step was audited, none dead-lettered
 
 
 async def test_live_context_memory_is_bounded(topics: Settings) -> None:
     """Episodes that never end are evicted, least recently active first, past the bound."""
     worker = _bare_worker(topics)
-    worker.max_context_bytes = 50_000
+    worker.live.max_context_bytes = 50_000
     async with worker.runtime.offline() as runtime:
         for n in range(300):
             step = make_step(0, episode=f"ep-{n}", user="hello " * 20, reply="ok")
@@ -268,7 +268,7 @@ async def test_context_restores_from_empty_and_trimmed_partitions(
     from safactory.streams.audit import registry
     from safactory.streams.audit.engine import AuditEngine
     from safactory.streams.audit.processor import encode_step
-    from safactory.streams.audit_worker import CONTEXT_TOPIC, AuditWorker
+    from safactory.streams.audit.worker import CONTEXT_TOPIC, AuditWorker
 
     # "compact,delete": the broker refuses to delete records of a compact-only topic
     await create_topics(topics, [replace(CONTEXT_TOPIC, cleanup="compact,delete")])
@@ -311,7 +311,7 @@ async def test_context_restores_from_empty_and_trimmed_partitions(
     serving = asyncio.create_task(worker.serve())
     try:
         async with asyncio.timeout(30):
-            while worker.steps_seen < len(new):  # noqa: ASYNC110 (a counter, no event)
+            while worker.stats.steps_seen < len(new):  # noqa: ASYNC110 (a counter, no event)
                 await asyncio.sleep(0.1)
     finally:
         worker.runtime.request_stop()
@@ -331,7 +331,7 @@ async def test_a_step_that_makes_the_audit_raise_is_dead_lettered(
 
     from safactory.streams.audit import registry
     from safactory.streams.audit.engine import AuditEngine
-    from safactory.streams.audit_worker import AuditWorker
+    from safactory.streams.audit.worker import AuditWorker
 
     class Raising(AuditEngine):
         async def audit_step(self, step, context=(), *, fast_only=None):  # type: ignore[no-untyped-def]
@@ -350,11 +350,11 @@ async def test_a_step_that_makes_the_audit_raise_is_dead_lettered(
         await producer.publish_many([before, poison, after])
 
     dead = await assert_poison_pill_dead_lettered(
-        topics, worker.runtime, publish, lambda: worker.steps_seen >= 2
+        topics, worker.runtime, publish, lambda: worker.stats.steps_seen >= 2
     )
     assert dead.key == poison.episode_id.encode()
     assert codec.decode(dead.value, dead.headers).event_id == poison.event_id
-    assert worker.steps_seen == 2
+    assert worker.stats.steps_seen == 2
 
 
 async def test_the_deep_tier_judges_an_episode_when_it_is_finished(topics: Settings) -> None:
@@ -363,7 +363,7 @@ async def test_the_deep_tier_judges_an_episode_when_it_is_finished(topics: Setti
     from safactory.schemas import EpisodeEnded, Outcome, Severity
     from safactory.streams.audit.api import Checker, Finding
     from safactory.streams.audit.engine import AuditEngine
-    from safactory.streams.audit_worker import AuditWorker
+    from safactory.streams.audit.worker import AuditWorker
 
     class Deep(Checker):
         name = "test.deep"

@@ -152,7 +152,7 @@ async def _audit_worker(settings: Settings) -> tuple[Any, asyncio.Task[None]]:
     """The live auditor (the beyond-scope principle only), joined to its group."""
     from safactory.streams.audit import registry
     from safactory.streams.audit.engine import AuditEngine
-    from safactory.streams.audit_worker import AuditWorker
+    from safactory.streams.audit.worker import AuditWorker
 
     worker = AuditWorker(AuditEngine(registry.create(["harm.beyond_scope"])), settings)
     serving = asyncio.create_task(worker.serve())

@@ -14,7 +14,8 @@ from safactory.infra.config import Settings, get_settings
 from safactory.infra.producer import EventProducer
 from safactory.schemas import EpisodeEnded, EpisodeStarted, Outcome, Step
 from safactory.sinks.lance import open_db
-from safactory.sinks.worker import SinkOptions, run_sink
+from safactory.sinks.options import SinkOptions
+from safactory.sinks.worker import run_sink
 
 runner = CliRunner()
 

@@ -1,9 +1,11 @@
-"""The demo's worker processes: real ``safactory`` commands, one log file each.
+"""A fleet of worker processes (``safactory demo``'s, the benchmarks'): real
+``safactory`` commands, one log file each.
 
 Every worker is started as a subprocess in its own session (a Ctrl-C at the terminal
-reaches only the demo, which then stops the workers in order), with stdout and stderr
-going to ``<workdir>/logs/<name>.log``. Stopping sends SIGINT (each worker finishes the
-work in hand, commits and exits), then SIGKILL to any that outlive the grace period.
+reaches only the process that started them, which then stops the workers in order), with
+stdout and stderr going to ``<workdir>/logs/<name>.log``. Stopping sends SIGINT (each
+worker finishes the work in hand, commits and exits), then SIGKILL to any that outlive the
+grace period.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ _RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|In
 """A Python exception line (``aiokafka.errors.CommitFailedError: ...``)."""
 
 
-class DemoError(RuntimeError):
-    """A stage of the demo did not produce what it should; the message names the log."""
+class FleetError(RuntimeError):
+    """A worker exited, or a stage waiting on the fleet did not produce what it should; the
+    message names the log."""
 
 
 @dataclass
@@ -93,13 +96,13 @@ class Fleet:
         return worker
 
     def check(self) -> None:
-        """Raise :class:`DemoError` if a worker exited (they all run until stopped)."""
+        """Raise :class:`FleetError` if a worker exited (they all run until stopped)."""
         for worker in self.workers.values():
             if worker.name in self.stopped:
                 continue
             code = worker.process.poll()
             if code is not None:
-                raise DemoError(
+                raise FleetError(
                     f"worker {worker.name!r} exited with code {code}: {worker.why()}\n"
                     f"  command: {worker.command}\n  log: {worker.log}\n{worker.tail()}"
                 )

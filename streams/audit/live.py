@@ -1,12 +1,11 @@
-"""``safactory worker audit``: the live auditor, ``sf.steps`` (and ``sf.episodes``) in,
-``sf.verdicts`` and ``sf.alerts`` out, each episode's context as keyed state.
+"""The live auditor's function and its episode bookkeeping, wired by :mod:`.worker`.
 
 Each step is judged in order with the steps of its episode before it. The context is the
-processor's state (``audit-context``, key = episode id, item = step event id, value = the
-compacted step), so a restarted or rebalanced auditor judges multi-step risks (a sensitive
-read, then a send) with the context the previous owner built; a step that falls out of the
-bounded context is deleted from it. Verdict ids derive from the step's id, so a step read
-again after a crash yields the same ids and sinks deduplicate.
+processor's keyed state (key = episode id, item = step event id, value = the compacted
+step), so a restarted or rebalanced auditor judges multi-step risks (a sensitive read, then
+a send) with the context the previous owner built; a step that falls out of the bounded
+context is deleted from it. Verdict ids derive from the step's id, so a step read again
+after a crash yields the same ids and sinks deduplicate.
 
 Memory stays bounded: once an episode's end (on ``sf.episodes``, co-partitioned with
 ``sf.steps``) and its last step (``num_steps - 1``) were both seen, in either order, its
@@ -23,34 +22,18 @@ import logging
 import time
 from collections import OrderedDict
 
-from ..infra import metrics
-from ..infra.config import Settings, get_settings
-from ..infra.consumer import Delivery
-from ..infra.processor import Context, Processor, Rejected, Runtime, Tick, Timer
-from ..infra.store import PartitionState
-from ..infra.topics import TopicSpec
-from ..schemas import EpisodeEnded, Step
-from .audit.engine import AuditEngine
-from .audit.processor import AuditProcessor, decode_step, encode_step
+from ...infra import metrics
+from ...infra.consumer import Delivery
+from ...infra.processor import Context, Rejected, Tick
+from ...infra.store import PartitionState
+from ...schemas import EpisodeEnded, Step
+from .engine import AuditEngine
+from .processor import AuditProcessor, decode_step, encode_step
 
 log = logging.getLogger(__name__)
 
-CONTEXT_TOPIC = TopicSpec(
-    "audit-context",
-    "<episode id>\\0<step event id>",
-    "the live auditor's per-episode context",
-    cleanup="compact",
-    partitions=None,
-)
-GROUP = "audit"
-"""The auditors' consumer group (scoped by the topic prefix, ``Settings.group``)."""
 DECODED_CACHE_SIZE = 1_000
 """Episodes whose decoded context is kept between their steps (others decode from bytes)."""
-
-
-def changelog_topic(settings: Settings) -> str:
-    """Name of the compacted topic holding each episode's context."""
-    return settings.topic(CONTEXT_TOPIC.name)
 
 
 class AuditStats(metrics.Tally):
@@ -64,13 +47,14 @@ class AuditStats(metrics.Tally):
     evicted = metrics.Count("sf_audit_evicted", "live episodes forgotten to bound memory")
 
 
-class AuditWorker:
-    """The audit processor: its function, its episode bookkeeping, its wiring."""
+class LiveAudit:
+    """The audit processor's function (:meth:`handle`), its timer (:meth:`expire`), its
+    rebalance hooks, and which episodes are live, ended or decoded."""
 
     def __init__(
         self,
         engine: AuditEngine,
-        settings: Settings | None = None,
+        episodes_topic: str,
         *,
         context_limit: int = 32,
         context_ttl_s: float = 3600.0,
@@ -78,7 +62,6 @@ class AuditWorker:
         max_context_bytes: int = 256 * 1024 * 1024,
         shed_after_s: float | None = 30.0,
     ) -> None:
-        self.settings = settings or get_settings()
         self.audit = AuditProcessor(engine, context_limit)
         self.context_ttl_s = context_ttl_s
         self.ended_grace_s = ended_grace_s
@@ -98,40 +81,7 @@ class AuditWorker:
         self._decoded: OrderedDict[str, list[Step]] = OrderedDict()
         self._clock = 0.0
         """Seconds the worker has spent caught up (advanced by the expiry timer)."""
-        self._episodes_topic = self.settings.topic("episodes")
-        self.processor = Processor(
-            "audit",
-            inputs=("steps", "episodes"),
-            outputs=("verdicts", "alerts"),
-            state=CONTEXT_TOPIC,
-            handle=self.handle,
-            timers=(Timer(1.0, self.expire),),
-            on_assigned=self.restored,
-            on_revoked=self.released,
-            group=GROUP,
-            warm=engine.warm,
-        )
-        self.runtime = Runtime(self.settings, self.processor)
-
-    @property
-    def steps_seen(self) -> int:
-        """Steps audited."""
-        return self.stats.steps_seen
-
-    @property
-    def steps_shed(self) -> int:
-        """Steps judged by the fast tier only (they waited past ``shed_after_s``)."""
-        return self.stats.steps_shed
-
-    def run(self, loglevel: str = "warning") -> None:
-        """Run in the foreground until SIGINT or SIGTERM."""
-        self.runtime.run(loglevel)
-
-    async def serve(self) -> None:
-        """Join the group and audit until asked to stop."""
-        await self.runtime.serve()
-
-    # ------------------------------------------------------------------ the function
+        self._episodes_topic = episodes_topic
 
     async def handle(self, record: Delivery, ctx: Context) -> None:
         """Judge one step with its episode's context; emit its verdicts and alerts, keep
@@ -193,7 +143,7 @@ class AuditWorker:
                 "until it catches up; %d steps shed so far",
                 behind,
                 self.shed_after_s,
-                self.steps_shed,
+                self.stats.steps_shed,
             )
         return f"worker {behind:.0f} s behind, over the {self.shed_after_s:g} s budget"
 

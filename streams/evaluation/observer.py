@@ -1,9 +1,9 @@
-"""What the demo sees on its topics: a read-only tally of every event of one demo run.
+"""What a run shows on its topics: a read-only tally of every event (``safactory demo``).
 
 The observer reads the run's own topics from the beginning with the group-less
 ``TopicReader`` (so it takes nothing from the workers' groups) and keeps what each stage of
-the demo waits for: episode ends per task, steps, verdicts, alerts by risk type,
-trajectories, policy versions.
+a run waits for: episode ends per task, steps, verdicts, alerts by risk type,
+trajectories, policy versions, skills.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..infra.config import Settings
-from ..infra.reader import TopicMissing, TopicReader
-from ..schemas import (
+from ...infra.config import Settings
+from ...infra.reader import TopicMissing, TopicReader
+from ...schemas import (
     Alert,
     DecodeError,
     EpisodeEnded,
@@ -25,7 +25,7 @@ from ..schemas import (
     Verdict,
     codec,
 )
-from .demo_fleet import DemoError
+from .fold import Evaluation, evaluate
 
 WATCHED = ("steps", "episodes", "verdicts", "alerts", "trajectories", "policy", "skills")
 
@@ -70,6 +70,21 @@ class Tally:
         """Episodes some skill was distilled from."""
         return {e for s in self.skills.values() for e in s.source_episode_ids}
 
+    def evaluate(self, task_ids: set[str]) -> Evaluation:
+        """The measures of these tasks' episodes: ends, starts, trajectories, alerts."""
+        return evaluate(
+            self.ended_for(task_ids),
+            started=self.started,
+            trajectories=self.trajectories,
+            alerts=self.alerts.values(),
+        )
+
+    def confirmed_unsafe(self, task_ids: set[str], episodes: set[str]) -> set[str]:
+        """Of ``episodes``, those confirmed unsafe: by the environment's ground truth (an
+        episode of these tasks) or by an alert."""
+        unsafe = {e.episode_id for e in self.ended_for(task_ids) if e.safety and e.safety.unsafe}
+        return (unsafe | self.alerted_episodes()) & episodes
+
     @property
     def latest_version(self) -> int | None:
         """Newest announced policy version."""
@@ -86,15 +101,16 @@ class Observer:
 
     async def start(self, wait_s: float = 30.0) -> None:
         """Read every partition of the watched topics from the beginning (waiting up to
-        ``wait_s`` for topics just created to reach the broker's metadata)."""
+        ``wait_s`` for topics just created to reach the broker's metadata);
+        ``infra.reader.TopicMissing`` names a topic still missing then."""
         await self._reader.start()
         try:
             parts = await self._reader.partitions(
                 [self.settings.topic(name) for name in WATCHED], wait_s=wait_s
             )
-        except TopicMissing as exc:
+        except TopicMissing:
             await self._reader.stop()
-            raise DemoError(str(exc)) from None
+            raise
         await self._reader.open(parts)
 
     async def poll(self, timeout_ms: int = 200) -> int:
