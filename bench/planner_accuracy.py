@@ -135,7 +135,15 @@ def main() -> None:
         counts["executable"] += rows is not None
         counts["same result"] += same
         log.append(
-            {"intent": case["intent"], "answer": planned.answer, "exact": exact, "same": same}
+            {
+                "intent": case["intent"],
+                "answer": planned.answer,
+                "plan": got.model_dump(exclude_unset=True)["steps"],
+                "seconds": round(planned.seconds, 2),
+                "careful": case["steps"],
+                "exact": exact,
+                "same": same,
+            }
         )
     n = len(cases)
     who = (

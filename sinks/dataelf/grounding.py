@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ...schemas import Decision, Outcome, Severity
-from .corpus import CHECKERS, ENVS, RISKS
+from .corpus import CHECKERS, ENVS, EXTENSION, MEANS, NOUNS, RATES, RISKS, SINGULAR, UNKNOWN_ENVS
 from .plan import Plan
 
 NUMBER_WORDS = {
@@ -235,6 +235,9 @@ NEGATIONS = ("not", "no", "never", "without")
 def polarity(intent: str, column: str) -> bool | None:
     """How the request says a yes/no ``column``: True when plainly ("blocked"), False when
     negated ("not blocked", "unblocked", "non-blocked"), None when not at all or both."""
+    said_as = re.search(rf"\b{column}\s*[=:]\s*(true|false|yes|no)\b", intent.lower())
+    if said_as:
+        return said_as.group(1) in ("true", "yes")
     words = re.findall(r"[a-z]+(?:-[a-z]+)*", intent.lower())
     said = set()
     for i, word in enumerate(words):
@@ -280,7 +283,8 @@ def possible(plan: Plan) -> Plan:
     return plan.model_copy(update={"steps": kept})
 
 
-NAMED_ENV = re.compile(r"\b([\w-]+)\s+env(?:ironment)?s?\b", re.IGNORECASE)
+NAMED_ENV = re.compile(r"\b([\w-]+)[\s-]+env(?:ironment)?s?\b(?!\s*[=:])", re.IGNORECASE)
+ENV_IS = re.compile(r"\benv(?:ironment)?\s*=\s*([\w-]+)", re.IGNORECASE)
 NOT_A_NAME = {
     "each",
     "per",
@@ -288,6 +292,9 @@ NOT_A_NAME = {
     "the",
     "an",
     "a",
+    "and",
+    "or",
+    "with",
     "which",
     "any",
     "all",
@@ -302,11 +309,51 @@ NOT_A_NAME = {
     "another",
     "what",
     "whose",
+    "of",
+    "in",
+    "from",
+    "for",
+    "agent",
 }
+RECORDS = r"(?:agents?\s+)?(?:{})".format(
+    "|".join(
+        sorted(
+            {w for nouns in NOUNS.values() for n in nouns for w in [n.split()[0]]}
+            | {s for s in SINGULAR.values()}
+            | {"runs", "records", "rows", "events", "data", "judgements", "judgments"},
+            key=len,
+            reverse=True,
+        )
+    )
+)
+"""The words a request names records with: an env said just before them is the env."""
+
+
+def _env_forms() -> list[tuple[str, str | None]]:
+    """Every way the corpus says an env, longest first: (form, env), None for an env this
+    factory does not run."""
+    forms = [(form, env) for env, names in ENVS.items() for form in {env, *names}]
+    forms += [(env, None) for env in UNKNOWN_ENVS]
+    return sorted(forms, key=lambda f: -len(f[0]))
 
 
 def stated_env(intent: str) -> str | None:
-    """The env the request names as "<name> env(ironment)", if any ("per env" names none)."""
+    """The env the request names, if any: "<name> env", "env=<name>", or an env's name just
+    before the records ("the email scores", "minecraft agent trajectories", "in tools";
+    "per env" names none)."""
+    said = intent.lower()
+    for form, _ in _env_forms():
+        f = re.escape(form.lower())
+        if (
+            re.search(
+                rf"(?<![\w-]){f}(?:[\s-]+env(?:ironment)?s?\b|\s+{RECORDS}\b|\s+only\b)", said
+            )
+            or re.search(rf"\b(?:in|from)\s+(?:the\s+)?{f}(?![\w-])(?!\s+(?:and|or)\b)", said)
+            or re.search(rf"\benv(?:ironment)?\s*[=:]?\s*{f}(?![\w-])", said)
+        ):
+            return form
+    if match := ENV_IS.search(intent):
+        return match.group(1)
     for match in NAMED_ENV.finditer(intent):
         if match.group(1).lower() not in NOT_A_NAME:
             return match.group(1)
@@ -345,17 +392,17 @@ def _selecting(plan: Plan, **update: Any) -> Plan:
 
 def unguessed(intent: str, plan: Plan) -> tuple[Plan, str | None]:
     """``plan`` with what the planner guessed settled: an env filter the request never
-    states is dropped (a filter nobody asked for is not applied), one it names as "<name>
-    env" is applied when the plan left it out, and so is a risk type it names for verdicts;
-    an env or risk type the request names but the database lacks is a question (returned:
-    what to ask about)."""
+    states is dropped (a filter nobody asked for is not applied), one it names
+    (:func:`stated_env`) is the one filtered on, whatever the plan guessed, and so is a risk
+    type it names for verdicts; an env or risk type the request names but the database
+    lacks is a question (returned: what to ask about)."""
     select = plan.steps[0]
     said_env = stated_env(intent)
     env = env_of(said_env) if said_env else None
     if said_env and env is None:  # "the warehouse env": no such env, whatever the plan says
         return plan, "env"
     grouped = {g for s in plan.steps for g in (getattr(s, "by", None) or [])}
-    if env and getattr(select, "env", None) is None and "env" not in grouped:
+    if env and getattr(select, "env", None) != env and "env" not in grouped:
         plan = _selecting(plan, env=env)
     risks = named(intent, "risk_type", list(RISKS))
     if (
@@ -364,6 +411,7 @@ def unguessed(intent: str, plan: Plan) -> tuple[Plan, str | None]:
         and getattr(select, "risk_type", None) is None
         and "risk_type" not in grouped
         and not any(s.NAME == "search" for s in plan.steps)
+        and not any(getattr(s, "column", None) == "checker" for s in plan.steps)
     ):
         plan = _selecting(plan, risk_type=risks[0])
     about = unnamed(intent, plan)
@@ -371,3 +419,176 @@ def unguessed(intent: str, plan: Plan) -> tuple[Plan, str | None]:
         plan = _selecting(plan, env=None)
         about = unnamed(intent, plan)
     return plan, about
+
+
+ASKS_FOR = {
+    "export": re.compile(
+        r"\b(?:export|save|saved|write|dump|download|send me|file|csv|comma-separated|parquet"
+        r"|jsonl?|chat|otel|otlp|opentelemetry|spreadsheet|excel|fine-tuning|sft|spans|traces)\b"
+    ),
+    "plot": re.compile(r"\b(?:plot|plotted|chart|graph|visuali[sz]e|draw|bars?|picture|figure)\b"),
+}
+"""The words that ask for an output: a file (``export``), a picture (``plot``)."""
+
+
+FORMAT_WORDS = {
+    "csv": re.compile(r"\b(?:csv|comma-separated|spreadsheet|excel)\b"),
+    "parquet": re.compile(r"\bparquet\b"),
+    "otel": re.compile(r"\b(?:otel|otlp|opentelemetry)\b"),
+    "chat_jsonl": re.compile(r"\b(?:chat|fine-tuning|sft)\b"),
+}
+"""How a request names each export format."""
+
+
+def _said_format(said: str, table: str) -> str | None:
+    found = [f for f, words in FORMAT_WORDS.items() if words.search(said)]
+    if table != "trajectories":
+        found = [f for f in found if f in ("csv", "parquet")]
+    return found[0] if len(found) == 1 else None
+
+
+def _chart(steps: list[Any]) -> dict[str, Any] | None:
+    """The bar chart of the plan's last aggregate: x its first group, series its second, y
+    its mean (the corpus's own convention)."""
+    aggregate = next((s for s in reversed(steps) if s.NAME == "aggregate"), None)
+    if aggregate is None or not aggregate.by:
+        return None
+    plot: dict[str, Any] = {"op": "plot", "x": aggregate.by[0], "name": "chart.png"}
+    if len(aggregate.by) > 1:
+        plot["series"] = aggregate.by[1]
+    if aggregate.mean:
+        plot["y"] = f"mean_{aggregate.mean}"
+    return plot
+
+
+def asked_outputs(intent: str, plan: Plan) -> Plan:
+    """``plan`` with the outputs the request asks for and no other: no file is written and no
+    chart drawn unless it says so (:data:`ASKS_FOR`); a chart it asks for of counts or means
+    is drawn, a file format it names (:data:`FORMAT_WORDS`) is the one exported."""
+    said = intent.lower()
+    steps = [s for s in plan.steps if s.NAME not in ASKS_FOR or ASKS_FOR[s.NAME].search(said)]
+    names = [s.NAME for s in steps]
+    if ASKS_FOR["plot"].search(said) and "plot" not in names and (chart := _chart(steps)):
+        steps.append(chart)
+    fmt = _said_format(said, plan.steps[0].table)
+    if fmt and "export" not in names and "plot" not in names:
+        table = plan.steps[0].table
+        steps.append({"op": "export", "format": fmt, "name": f"{table}.{EXTENSION[fmt]}"})
+    elif fmt:
+        steps = [
+            s.model_copy(update={"format": fmt}) if getattr(s, "NAME", "") == "export" else s
+            for s in steps
+        ]
+    return Plan.model_validate(
+        {
+            "intent": plan.intent,
+            "steps": [
+                s if isinstance(s, dict) else s.model_dump(exclude_unset=True) | {"op": s.NAME}
+                for s in steps
+            ],
+        }
+    )
+
+
+def _mean_words(table: str) -> dict[str, list[str]]:
+    """The columns a request may average over ``table``, with how it says each."""
+    words = {column: [column.replace("_", " "), *said] for column, said in MEANS.get(table, [])}
+    for column, (of, _, _, said) in RATES.items():
+        if of == table:
+            words[column] = [column, *said]
+    return words
+
+
+def said_means(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose averages are of a column the request speaks of: a mean of a column it
+    never says is the one column it does say (of those the table can average), or, when it
+    says none, a count (the aggregate without a mean)."""
+    said = intent.lower()
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        if step.NAME != "aggregate" or not step.mean:
+            continue
+        words = _mean_words(plan.steps[0].table)
+        spoken = [c for c, forms in words.items() if any(f.lower() in said for f in forms)]
+        if step.mean in spoken:
+            continue
+        mean = spoken[0] if len(spoken) == 1 else None
+        steps[i] = step.model_copy(update={"mean": mean})
+    return plan.model_copy(update={"steps": steps})
+
+
+SAID_OF = {
+    "outcome": (
+        "succe",
+        "fail",
+        "safe",
+        "unsafe",
+        "trunc",
+        "error",
+        "abandon",
+        "halt",
+        "outcome",
+        "result",
+        "ended",
+        "went",
+    ),
+    "decision": (
+        "allow",
+        "through",
+        "permit",
+        "pass",
+        "warn",
+        "block",
+        "uncertain",
+        "undecid",
+        "error",
+        "decision",
+        "decided",
+        "flag",
+    ),
+    "severity": ("none", "low", "medium", "high", "critical", "sever", "serious", "minor", "major"),
+}
+"""Word stems that speak of each closed-set column's values."""
+
+
+def said_values(intent: str, plan: Plan) -> Plan:
+    """``plan`` without a ``where`` on a closed-set column (:data:`DOMAINS`) the request never
+    speaks of (:data:`SAID_OF`: "failed", "unsafe" speak of the outcome): a filter nobody
+    asked for is a guess."""
+    words = re.findall(r"[a-z]+", intent.lower())
+    kept = [
+        s
+        for s in plan.steps
+        if not (
+            s.NAME == "where"
+            and s.column in SAID_OF
+            and not any(stem in w for w in words for stem in SAID_OF[s.column])
+        )
+    ]
+    return plan.model_copy(update={"steps": kept})
+
+
+SEVERITY_SAID = re.compile(
+    r"\b(?:sever\w*|serious|critical|high|medium|low|minor|major|moderate|worse|raised|flag\w*"
+    r"|fir(?:e|ed|es|ing|ings)|finding\w*|issues?|problems?|caught|alerts?|trigger\w*|hits?"
+    r"|non-benign|non-trivial)\b"
+)
+"""The words that speak of a verdict's severity, or of verdicts that fired at all."""
+
+
+def said_severity(intent: str, plan: Plan) -> Plan:
+    """``plan`` without a severity floor the request never speaks of (:data:`SEVERITY_SAID`):
+    "the average score of verdicts per env" is of every verdict."""
+    select = plan.steps[0]
+    if getattr(select, "min_severity", None) is None or SEVERITY_SAID.search(intent.lower()):
+        return plan
+    return _selecting(plan, min_severity=None)
+
+
+def ground(intent: str, plan: Plan) -> tuple[Plan, str | None]:
+    """``plan`` grounded in ``intent`` by every rule here, with what to ask about (None when
+    nothing)."""
+    plan = possible(polarized(intent, filled(intent, plan)))
+    plan = said_severity(intent, said_values(intent, plan))
+    plan = asked_outputs(intent, said_means(intent, plan))
+    return unguessed(intent, plan)

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ValidationError
 from ..location import Db
 from ..query import TABLES, QueryError, open_table
 from ..tables import COMMON, EXTRA
-from .grounding import filled, grounded, polarized, possible, unguessed
+from .grounding import ground, grounded
 from .operators import HIDDEN_COLUMNS, Embed, Operator, PlanError, available
 from .plan import Plan
 
@@ -393,8 +393,7 @@ class EmbeddedPlanner:
         except ValueError:
             about = None
         if about is None:
-            plan = possible(polarized(intent, filled(intent, parse_plan(intent, answer))))
-            plan, about = unguessed(intent, plan)
+            plan, about = ground(intent, parse_plan(intent, answer))
         if about is not None:
             asked = question(about, self.values)
             asked.answer = answer

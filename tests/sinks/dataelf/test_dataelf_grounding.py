@@ -7,13 +7,20 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
+from safactory.agents import env_names
+from safactory.sinks.dataelf.corpus import pairs
 from safactory.sinks.dataelf.grounding import (
+    asked_outputs,
     filled,
+    ground,
     grounded,
     loose_numbers,
     polarity,
     polarized,
     possible,
+    said_means,
+    said_values,
+    stated_env,
     stated_numbers,
     unguessed,
 )
@@ -139,3 +146,95 @@ def test_a_filter_on_a_value_its_column_never_holds_is_left_out() -> None:
     )
     kept = possible(made_up).steps
     assert [getattr(s, "equals", None) for s in kept] == [None, "block"]
+
+
+def test_an_output_nobody_asked_for_is_not_written() -> None:
+    listed = plan(
+        {"op": "select", "table": "episodes"},
+        {"op": "top", "column": "task_reward", "k": 8},
+        {"op": "export", "format": "chat_jsonl", "name": "episodes.jsonl"},
+    )
+    assert [s.NAME for s in asked_outputs("highest task reward: 8 episodes", listed).steps] == [
+        "select",
+        "top",
+    ]
+    assert len(asked_outputs("the 8 best episodes as a spreadsheet", listed).steps) == 3
+    drawn = plan(
+        {"op": "select", "table": "steps"},
+        {"op": "aggregate", "by": ["env"]},
+        {"op": "plot", "x": "env", "name": "chart.png"},
+    )
+    assert len(asked_outputs("steps per env", drawn).steps) == 2
+    assert len(asked_outputs("steps per env, drawn as bars", drawn).steps) == 3
+
+
+def test_a_closed_set_filter_the_request_never_speaks_of_is_dropped() -> None:
+    guessed = plan(
+        {"op": "select", "table": "steps"},
+        {"op": "where", "column": "outcome", "equals": "success"},
+        {"op": "aggregate", "by": ["task_id"]},
+    )
+    assert len(said_values("how many steps per task id?", guessed).steps) == 2
+    assert len(said_values("how many steps that went well... successful ones", guessed).steps) == 3
+    assert len(said_values("unsafe steps per task id", guessed).steps) == 3  # polarity: not here
+
+
+def test_an_env_is_named_in_the_ways_users_name_it() -> None:
+    assert stated_env("the 10 coding-env steps") == "coding"
+    assert stated_env("steps from the Android phone env") == "Android phone"
+    assert stated_env("episodes with env=tools, thanks") == "tools"
+    assert stated_env("the email scores") == "email"
+    assert stated_env("episodes in tools where task reward < 0.5") == "tools"
+    assert stated_env("per env: the unsafe rate among episodes") is None
+    assert stated_env("trajectories per outcome and env, plotted") is None
+    assert stated_env("steps where the agent sent an email to the client") is None
+    wrong = plan({"op": "select", "table": "steps", "env": "os"})
+    grounded_plan, about = unguessed("choice env steps", wrong)
+    assert (grounded_plan.steps[0].env, about) == ("choice", None)
+    assert unguessed("the 10 coding-env steps", wrong)[1] == "env"  # no such env: asked
+
+
+def test_yes_no_written_as_a_value() -> None:
+    assert polarity("steps with blocked=false per task", "blocked") is False
+    assert polarity("steps with blocked: true", "blocked") is True
+
+
+def test_the_rules_leave_the_corpus_careful_plans_as_they_are() -> None:
+    """The corpus is the planner's language: grounding must not undo what it teaches
+    (pairs naming an env the factory lacks are questions)."""
+    known = set(env_names())
+    changed = []
+    for p in pairs(1500, split="train"):
+        if p.ask:
+            continue
+        careful = Plan.model_validate({"intent": p.intent, "steps": p.steps})
+        got, about = ground(p.intent, careful)
+        env = p.steps[0].get("env")
+        asked = "env" if env and env not in known else None
+        if got.model_dump(exclude_unset=True) != careful.model_dump(exclude_unset=True) or (
+            about is not None and about != asked
+        ):
+            changed.append(p.intent)
+    assert len(changed) <= 3, changed
+
+
+def test_an_output_asked_for_is_written() -> None:
+    counted = plan({"op": "select", "table": "steps"}, {"op": "aggregate", "by": ["env"]})
+    drawn = asked_outputs("how many steps per env; visualise it", counted)
+    assert drawn.steps[-1].NAME == "plot" and drawn.steps[-1].x == "env"
+    saved = asked_outputs("steps per env as a spreadsheet", counted)
+    assert (saved.steps[-1].NAME, saved.steps[-1].format) == ("export", "csv")
+
+
+def test_an_average_is_of_the_column_the_request_says() -> None:
+    guessed = plan(
+        {"op": "select", "table": "steps"},
+        {"op": "aggregate", "by": ["env"], "mean": "num_steps"},
+    )
+    assert said_means("how often are steps injected, per env", guessed).steps[1].mean == "injected"
+    assert said_means("how many steps per env", guessed).steps[1].mean is None
+    long = plan(
+        {"op": "select", "table": "trajectories"},
+        {"op": "aggregate", "by": ["env"], "mean": "num_steps"},
+    )
+    assert said_means("average length of trajectories per env", long).steps[1].mean == "num_steps"
