@@ -9,7 +9,7 @@ both work), never through ``sys.path``.
 
 from setuptools import find_packages, setup
 
-FOLDERS = ("cli", "schemas", "infra", "agents", "streams", "sinks", "trainer", "bench")
+FOLDERS = ("cli", "schemas", "infra", "agents", "streams", "sinks", "trainer", "tools", "bench")
 
 setup(
     packages=[
@@ -24,6 +24,7 @@ setup(
     package_data={
         "safactory.infra": ["kafka/*", "scripts/*"],
         "safactory.streams.audit": ["heads/*.npz"],
+        "safactory.tools.audit_training": ["data/*.jsonl"],
         "safactory.agents.suites": ["data/*.json"],
         "": [
             "*.xml",

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 
-from ..schemas import AttackPlan, EpisodeEnded, Task
-from .worker import EpisodeTracker, SimulationWorker, suite_tasks
+from ..infra.config import Settings
+from ..schemas import AttackPlan, EpisodeEnded, Task, new_id
+from .policies import Policy, PolicyConfig, make_policy
+from .tasks import suite_tasks
+from .tracker import EpisodeTracker
+from .worker import SimulationWorker
 
 Shown = Callable[[list[EpisodeEnded]], None]
 """Shows the run's episode ends so far (a progress bar)."""
@@ -44,3 +48,42 @@ async def work_off(
     worker.request_stop()
     await consume
     return tracker.ended
+
+
+async def run_here(
+    settings: Settings,
+    env: str,
+    count: int,
+    config: PolicyConfig,
+    *,
+    kinds: list[str],
+    attack: AttackPlan | None,
+    seed: int,
+    worker: Callable[[Policy], SimulationWorker],
+    acting: Callable[[Policy], AbstractAsyncContextManager[Policy]],
+    status: Callable[[str], AbstractContextManager[object]],
+    display: Callable[[str, int], AbstractContextManager[Shown]],
+) -> list[EpisodeEnded]:
+    """Put ``count`` tasks of a new run on the tasks topic (:func:`run_tasks`) and work them
+    off here (:func:`work_off`): the configured policy, as ``acting`` wraps it while the run
+    lasts, in the simulation ``worker`` built on it. ``status`` is shown while the env's pool
+    warms, ``display`` (a title, the count) while the episodes run."""
+    run_id = f"run-{new_id()[:10]}"
+    work = run_tasks(env, count, run_id, seed=seed, kinds=kinds, attack=attack)
+    policy = make_policy(config)  # a policy error before any client is opened
+    tracker = EpisodeTracker(settings, run_id)
+    await tracker.start()
+    try:
+        async with acting(policy) as wrapped:
+            sim = worker(wrapped)
+            await sim.start()
+            try:
+                with status(f"pre-warming {sim.pool_size} {env} environments"):
+                    await sim.pool(env).start()
+                await sim.producer.publish_many(work)
+                title = f"{env} · {config.kind} · {run_id}"
+                return await work_off(sim, tracker, count, display(title, count))
+            finally:
+                await sim.stop()
+    finally:
+        await tracker.stop()

@@ -51,6 +51,13 @@ def env_class(name: str) -> type[Environment]:
     return ENVIRONMENTS.get(name)
 
 
+def suite_sizes(name: str) -> tuple[int, int, int]:
+    """How many tasks the suite of env ``name`` holds: all, capability and safety ones."""
+    suite = env_class(name).suite()
+    kinds = [t.kind for t in suite]
+    return len(suite), kinds.count("capability"), kinds.count("safety")
+
+
 def make_env(name: str) -> Environment:
     """A new, not yet reset, environment of kind ``name``."""
     return env_class(name)()

@@ -9,7 +9,7 @@ environments (``bench/own_episodes.py``: labelled by each environment's ground t
 the everyday traces (``bench/data/everyday_traces.json``, written before any tuning; its
 development half ``everyday_dev.json`` is a calibration source, never scored).
 
-Every default checker judges every record once (``streams/audit_training/calibrate.py``,
+Every default checker judges every record once (``tools/audit_training/calibrate.py``,
 cached). Then, for each scored source, the calibration (``streams/audit/calibration.py``:
 each checker's precision per score band, and the decision it earns) is fitted on **every
 other source** (plus the everyday development traces), and applied to the scored one:
@@ -46,8 +46,7 @@ import numpy as np
 from safactory.schemas import Decision, Severity
 from safactory.streams.audit import registry
 from safactory.streams.audit.calibration import PATH, Calibration
-from safactory.streams.audit.importers import AuditRecord, read_entries, read_records
-from safactory.streams.audit_training.calibrate import (
+from safactory.tools.audit_training.calibrate import (
     EVERYDAY_DEV,
     OWN,
     PUBLIC,
@@ -56,6 +55,7 @@ from safactory.streams.audit_training.calibrate import (
     judge_all,
     load_sources,
 )
+from safactory.tools.importers import AuditRecord, read_entries, read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))

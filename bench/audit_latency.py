@@ -36,8 +36,8 @@ from safactory.infra.reader import TopicReader
 from safactory.schemas import codec
 from safactory.streams.audit import provenance, registry
 from safactory.streams.audit.engine import SUMMARY_CHECKER, AuditEngine
-from safactory.streams.audit.importers import read_records
 from safactory.streams.audit.view import EpisodeView
+from safactory.tools.importers import read_records
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "audit"
 FAST_KINDS = ("rule", "heuristic")

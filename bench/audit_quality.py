@@ -28,10 +28,8 @@ from pathlib import Path
 
 from safactory.schemas import Decision, Step
 from safactory.streams.audit import registry
-from safactory.streams.audit.batch import Metrics
 from safactory.streams.audit.engine import AuditEngine, StepAudit
-from safactory.streams.audit.importers import AuditRecord, read_records
-from safactory.streams.audit_training.datasets import (
+from safactory.tools.audit_training.datasets import (
     benign_requests,
     bipia_attacks,
     bipia_contexts,
@@ -40,6 +38,8 @@ from safactory.streams.audit_training.datasets import (
     split_of,
     toxigen,
 )
+from safactory.tools.batch import Metrics
+from safactory.tools.importers import AuditRecord, read_records
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "audit"
 

@@ -5,7 +5,7 @@ What it runs, all real processes on a broker of its own (or a 3-node cluster, ``
 
     safactory worker audit · safactory worker assemble · safactory worker sink
     safactory worker score · safactory worker skills
-    safactory simulate worker (tools env, random policy: a share of the steps)
+    safactory worker simulate (tools env, random policy: a share of the steps)
     the campaign's own fast agent (bench/chaos_agent.py: the bulk of the steps)
 
 While steps flow, it SIGKILLs the workers in turn (each restarted after ``--restart-delay``
@@ -49,7 +49,7 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 
-from safactory.agents.worker import suite_tasks
+from safactory.agents.tasks import suite_tasks
 from safactory.bench.chaos_agent import SyntheticAgent
 from safactory.bench.chaos_count import (
     TABLE_TOPICS,
@@ -165,8 +165,8 @@ class Campaign:
             "score": ["worker", "score", "--group", f"{self.run}-score"],
             "skills": ["worker", "skills", "--group", f"{self.run}-skills"],
             "simulate": [
-                "simulate",
                 "worker",
+                "simulate",
                 "--policy",
                 "random",
                 "--concurrency",

@@ -6,7 +6,7 @@ Part 1, the heads. For each encoder — MiniLM at the model tier's settings (3 l
 pieces, int8), MiniLM at six layers and 128 pieces (int8), and SmolLM2-135M-Instruct (mean of
 its last hidden states, 256 tokens) — a logistic head per question (action harm, outcome harm,
 request harm) is fitted on its train split and scored on its validation split (the same
-splits as ``streams/audit_training/deep_heads.py``; WebGuard's split by website). Printed:
+splits as ``tools/audit_training/deep_heads.py``; WebGuard's split by website). Printed:
 validation ROC AUC per head, and for the action head per part (written actions, WebGuard,
 InjecAgent), with seconds per 100 texts on this machine. Large sets are subsampled by hash
 (``--per-head``) so SmolLM2 fits in minutes on 2 cores.
@@ -34,15 +34,15 @@ from safactory.streams.audit import registry
 from safactory.streams.audit.embedding import audit_embedder, deep_embedder_settings
 from safactory.streams.audit.engine import AuditEngine
 from safactory.streams.audit.heads import fit_logistic
-from safactory.streams.audit.importers import read_records
 from safactory.streams.audit.text import trajectory_text
-from safactory.streams.audit_training import datasets as ds
-from safactory.streams.audit_training.deep_heads import (
+from safactory.tools.audit_training import datasets as ds
+from safactory.tools.audit_training.deep_heads import (
     action_examples,
     auc,
     outcome_examples,
     request_examples,
 )
+from safactory.tools.importers import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "audit"

@@ -2,7 +2,7 @@
 
 Real worker processes on the real broker, under a fresh topic prefix: ``safactory worker
 audit`` (the default checkers), ``safactory worker control`` (``SF_CONTROL``: halt at high
-severity) and ``safactory simulate worker`` (reckless scripted policy, following
+severity) and ``safactory worker simulate`` (reckless scripted policy, following
 ``sf.control``) running ``--episodes`` episodes at once of a bench environment whose plan
 issues ``rm -rf /`` at step 2 and then keeps working (``--step-ms`` a step, 60 steps: an
 episode not stopped runs on). The steps work in the worker's thread pool, so with 64 episodes
@@ -116,14 +116,14 @@ class HaltBenchEnv(Environment):
 
 
 def _sim_worker(concurrency: int) -> None:
-    """``safactory simulate worker`` with the bench env registered (a process of its own)."""
+    """``safactory worker simulate`` with the bench env registered (a process of its own)."""
     from safactory.cli.main import app
 
     n = str(concurrency)
     app(
         [
-            "simulate",
             "worker",
+            "simulate",
             "--policy",
             "reckless",
             "--concurrency",
@@ -186,7 +186,7 @@ def main() -> None:
     if args.sim_worker:
         _sim_worker(args.sim_worker)
         return
-    from safactory.agents.worker import suite_tasks
+    from safactory.agents.tasks import suite_tasks
     from safactory.infra.producer import EventProducer
     from safactory.infra.topics import create_topics
 

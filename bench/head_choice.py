@@ -47,16 +47,16 @@ from safactory.streams.audit.checkers.deep import (
 )
 from safactory.streams.audit.checkers.harm import complies
 from safactory.streams.audit.heads import fit_logistic
-from safactory.streams.audit.importers import AuditRecord
 from safactory.streams.audit.view import EpisodeView
-from safactory.streams.audit_training import datasets as ds
-from safactory.streams.audit_training.deep_heads import (
+from safactory.tools.audit_training import datasets as ds
+from safactory.tools.audit_training.deep_heads import (
     L2,
     OWN_ENVS,
     auc,
     outcome_examples,
     request_examples,
 )
+from safactory.tools.importers import AuditRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "audit"

@@ -26,7 +26,7 @@ from safactory.agents.registry import env_class, make_env
 from safactory.agents.runner import EpisodeRunner
 from safactory.agents.sandbox.bubblewrap import SandboxError, check_host
 from safactory.schemas import Action, EpisodeEnded, Event, Step, Task
-from safactory.streams.audit.importers import AuditRecord
+from safactory.tools.importers import AuditRecord
 
 ENVS = ("tools", "os", "embodied", "qa")
 POLICIES = ("careful", "reckless")

@@ -24,7 +24,7 @@ from safactory.agents.policies import CarefulPolicy
 from safactory.agents.pools import ActorPool, EnvPool
 from safactory.agents.registry import env_class
 from safactory.agents.runner import EpisodeRunner
-from safactory.agents.worker import resolve_task, suite_tasks
+from safactory.agents.tasks import resolve_task, suite_tasks
 from safactory.bench.bus import drop_topics
 from safactory.infra.config import Settings
 from safactory.infra.producer import EventProducer

@@ -42,13 +42,13 @@ from safactory.agents.policies.hf_local import HFLocalPolicy
 from safactory.agents.policies.openai_chat import OpenAIChatPolicy
 from safactory.agents.runner import EpisodeRunner
 from safactory.agents.skills import SkillfulPolicy
-from safactory.cli.demo_pictures import wilson
 from safactory.infra.embedding import MiniLM
 from safactory.infra.models import resolve_model
 from safactory.schemas import EpisodeEnded, EpisodeStarted, Event, Step, Task, Trajectory, Verdict
 from safactory.streams.assembly.fold import AssemblerConfig, TrajectoryAssembler
 from safactory.streams.audit import registry
 from safactory.streams.audit.engine import AuditEngine
+from safactory.streams.evaluation.picture import wilson
 from safactory.streams.skills import SkillLibrary
 from safactory.streams.skills.library import RELEVANT, distil_lessons
 

@@ -23,13 +23,15 @@ from typing import Any
 
 from safactory.agents.registry import env_class
 from safactory.bench.chaos_rss import _slope_per_min
-from safactory.cli.demo import ENV, PROFILES, _child_env, trainer_config
+from safactory.cli.demo import trainer_config
 from safactory.infra.config import Settings
 from safactory.infra.fleet import Fleet
 from safactory.infra.producer import EventProducer
 from safactory.infra.reader import TopicReader
 from safactory.infra.topics import admin_client, create_topics, delete_topics_where
 from safactory.schemas import Task, new_id
+from safactory.streams.evaluation.loop import ENV, child_env
+from safactory.streams.evaluation.profiles import PROFILES
 from safactory.streams.monitor.lag import LagReader
 
 CONTROL = json.dumps({"rules": [{"command": "halt", "min_severity": "critical"}]})
@@ -108,7 +110,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     profile = PROFILES["tiny"]
     config = trainer_config(workdir, profile, args.tasks_per_min, profile.lr)
     (workdir / "trainer.toml").write_text(config_toml(config))
-    env = {**_child_env(settings.topic_prefix, workdir, db), "SF_CONTROL": CONTROL}
+    env = {**child_env(settings.topic_prefix, workdir, db), "SF_CONTROL": CONTROL}
     fleet = Fleet(workdir / "logs", env)
     await create_topics(settings)
     for name, command in workers(run, workdir, db).items():
@@ -120,7 +122,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         if time.monotonic() > deadline:
             raise SystemExit(f"the trainer announced no v0 in 5 min; read {fleet.log_dir}")
         await asyncio.sleep(1)
-    simulate = ["simulate", "worker", "--policy", "hf", "--checkpoint", str(v0)]
+    simulate = ["worker", "simulate", "--policy", "hf", "--checkpoint", str(v0)]
     simulate += ["--max-new-tokens", str(profile.max_new_tokens), "--decode", profile.decode]
     simulate += ["--concurrency", "4", "--group", f"{run}-sim", "--warm", ENV, "--timeout", "120"]
     fleet.start("simulate", simulate)

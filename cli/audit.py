@@ -10,26 +10,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from ..streams.audit import registry
-from ..streams.audit.batch import LabelTally, audit_record, explained, stop_on_interrupt
-from ..streams.audit.engine import AuditEngine, configured_engine
-from ..streams.audit.importers import (
-    FORMATS,
-    AuditRecord,
-    ImportFormatError,
-    SkippedRecord,
-    iter_entries,
-    iter_steps,
-    read_entries,
-)
-from .errors import broker_failure, get_settings
-from .errors import fail as _fail
-
-console = Console()
-err = Console(stderr=True, soft_wrap=True)
+from ..streams.audit.engine import configured_engine
+from ..tools.batch import BatchAudit, stop_on_interrupt
+from ..tools.importers import FORMATS, ImportFormatError, iter_entries, iter_steps, readable_records
+from .errors import console, err, fail, failing, get_settings
+from .options import CheckersOption, JudgeTimeoutOption
 
 FormatOption = Annotated[
     str,
@@ -39,65 +27,20 @@ FormatOption = Annotated[
         help=f"input format: {' | '.join(FORMATS)} (fields and examples: docs/AUDIT_FORMATS.md)",
     ),
 ]
-CheckersOption = Annotated[
-    str | None,
-    typer.Option(
-        "--checkers",
-        help="comma-separated checker names (default: every checker on by default; "
-        "see `safactory audit --list-checkers`)",
-    ),
-]
-JudgeTimeoutOption = Annotated[float, typer.Option(help="seconds an async checker may take")]
-
-
-def audit_engine(checkers: str | None, judge_timeout: float) -> AuditEngine:
-    """The chosen checkers, and the judge tier when ``SF_AUDIT_JUDGE_URL`` names one."""
-    try:
-        return configured_engine(checkers, judge_timeout)
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
-
-
-def _entries(path: Path, fmt: str, strict: bool) -> list[AuditRecord | SkippedRecord]:
-    """The input's records in order; unreadable ones are reported (and stop a strict run,
-    or any run where nothing at all could be read)."""
-    try:
-        entries = read_entries(path, fmt)
-    except ImportFormatError as exc:
-        raise _fail(str(exc)) from None
-    skipped = [e for e in entries if isinstance(e, SkippedRecord)]
-    if skipped and (strict or len(skipped) == len(entries)):
-        raise _fail(skipped[0].reason if strict else "; ".join(e.reason for e in skipped))
-    for entry in skipped:
-        err.print(f"[yellow]skipped:[/yellow] {entry.reason}")
-    if skipped:
-        err.print(
-            f"[yellow]{len(skipped)} of {len(entries)} records skipped[/yellow] (fix the "
-            "fields named above; --strict stops at the first)"
-        )
-    return entries
-
-
 StrictOption = Annotated[
     bool, typer.Option("--strict", help="stop at the first unreadable record, not skip it")
 ]
 
 
-def list_checkers() -> None:
-    """Print every available checker: name, kind, scope, risk types."""
-    table = Table("checker", "kind", "scope", "risk types", "default", "what")
-    defaults = set(registry.default_names())
-    for name, factory in registry.available().items():
-        cls = factory if isinstance(factory, type) else type(factory())
-        table.add_row(
-            name,
-            cls.kind,
-            cls.scope,
-            ", ".join(cls.risk_types),
-            "on" if name in defaults else "off",
-            cls.description,
+def _say_skipped(reasons: list[str], skipped: int = 0, total: int = 0) -> None:
+    """Each reason a record was skipped, then (``skipped``) how many of ``total`` were."""
+    for reason in reasons:
+        err.print(f"[yellow]skipped:[/yellow] {reason}")
+    if skipped:
+        err.print(
+            f"[yellow]{skipped} of {total} records skipped[/yellow] (fix the "
+            "fields named above; --strict stops at the first)"
         )
-    console.print(table)
 
 
 def audit(
@@ -137,77 +80,55 @@ def audit(
     kind and overall.
     """
     if list_all:
-        list_checkers()
+        table = Table("checker", "kind", "scope", "risk types", "default", "what")
+        for row in registry.catalogue():
+            table.add_row(*row)
+        console.print(table)
         return
     if path is None:
-        raise _fail("missing PATH: the trace file or folder to audit")
-    engine = audit_engine(checkers, judge_timeout)
-    try:
+        raise fail("missing PATH: the trace file or folder to audit")
+    with failing(ValueError):  # the chosen checkers, and the judge tier SF_AUDIT_JUDGE_URL names
+        engine = configured_engine(checkers, judge_timeout)
+    with failing(ImportFormatError):
         entries = iter_entries(path, fmt)
-    except ImportFormatError as exc:
-        raise _fail(str(exc)) from None
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
     sink = out.open("w", encoding="utf-8") if out else sys.stdout
-    tally = LabelTally()
-    audited = skipped = 0
-    unread: list[str] = []
+    batch = BatchAudit(engine, explain=explain, strict=strict)
     try:
         with (
+            failing(ImportFormatError),  # --strict: the first record that cannot be read
             stop_on_interrupt() as interrupted,
             asyncio.Runner() as runner,
             console.status("auditing") as status,
         ):
-            for entry in entries:
-                if isinstance(entry, SkippedRecord):
-                    if strict:
-                        raise _fail(entry.reason)
-                    skipped += 1
-                    if audited:
-                        err.print(f"[yellow]skipped:[/yellow] {entry.reason}")
-                    else:  # said once something is read; if nothing is, one error says it
-                        unread.append(entry.reason)
-                    line = skipped_line(entry)
-                else:
-                    for reason in unread:
-                        err.print(f"[yellow]skipped:[/yellow] {reason}")
-                    unread.clear()
-                    result, audits = audit_record(runner, engine, entry)
-                    tally.add(entry, result)
-                    audited += 1
-                    line = result.as_json()
-                    if explain:
-                        steps = explained(entry, audits)
-                        line["steps"] = [e.as_json() for e in steps]
-                        status.stop()
-                        err.print(f"[bold]{entry.id}[/bold]: {result.decision}", markup=True)
-                        for e in steps:
-                            for text in e.lines():
-                                err.print(text, markup=False, highlight=False)
-                        status.start()
-                sink.write(json.dumps(line) + "\n")
+            for done in batch.lines(runner, entries):
+                _say_skipped(done.said)
+                if done.record and done.result and done.steps is not None:
+                    status.stop()
+                    err.print(f"[bold]{done.record.id}[/bold]: {done.result.decision}")
+                    for e in done.steps:
+                        for text in e.lines():
+                            err.print(text, markup=False, highlight=False)
+                    status.start()
+                sink.write(json.dumps(done.line) + "\n")
                 sink.flush()
-                status.update(f"audited {audited} records ({skipped} skipped)")
+                status.update(f"audited {batch.audited} records ({batch.skipped} skipped)")
                 if interrupted.is_set():
                     err.print(
-                        f"[yellow]stopped (Ctrl-C) after {audited + skipped} records; "
-                        f"their lines are kept{f' in {out}' if out else ''}[/yellow]"
+                        f"[yellow]stopped (Ctrl-C) after {batch.audited + batch.skipped} "
+                        f"records; their lines are kept{f' in {out}' if out else ''}[/yellow]"
                     )
                     raise typer.Exit(130)
     finally:
         if out:
             sink.close()
-    if skipped and not audited:
-        more = f" (and {len(unread) - 1} more records)" if len(unread) > 1 else ""
-        raise _fail(f"no record could be read: {unread[0]}{more}")
-    if skipped:
-        err.print(
-            f"[yellow]{skipped} of {audited + skipped} records skipped[/yellow] (fix the "
-            "fields named above; --strict stops at the first)"
-        )
+    if message := batch.nothing_read():
+        raise fail(message)
+    _say_skipped([], batch.skipped, batch.audited + batch.skipped)
     if out:
-        err.print(f"wrote {audited + skipped} lines to {out}")
-    by_group = tally.metrics()
+        err.print(f"wrote {batch.audited + batch.skipped} lines to {out}")
+    by_group = batch.tally.metrics()
     if by_group:
         table = Table(title="trajectory level (percent; FPR = flagged among safe)")
         for column in ("group", "n", "P", "R", "F1", "Acc", "FPR"):
@@ -218,20 +139,6 @@ def audit(
         err.print(table)
 
 
-def skipped_line(entry: SkippedRecord) -> dict[str, object]:
-    """The audit line of a record that could not be read."""
-    return {
-        "id": entry.id,
-        "unsafe": None,
-        "decision": None,
-        "probability": None,
-        "score": None,
-        "risk_types": [],
-        "first_unsafe_step": None,
-        "error": entry.reason,
-    }
-
-
 def import_traces(
     path: Annotated[Path, typer.Argument(help="trace file, or a folder of them")],
     fmt: FormatOption = "rjudge",
@@ -239,19 +146,15 @@ def import_traces(
 ) -> None:
     """Publish recorded traces as step events to the steps topic (replay through the
     live path: `safactory worker audit` then judges them like live agent steps)."""
-    records = [e for e in _entries(path, fmt, strict) if isinstance(e, AuditRecord)]
+    with failing(ImportFormatError):
+        records, skipped = readable_records(path, fmt, strict=strict)
+    _say_skipped([e.reason for e in skipped], len(skipped), len(records) + len(skipped))
     steps = list(iter_steps(records))
 
-    async def publish() -> int:
-        from ..infra.producer import EventProducer
+    from ..infra.producer import publish_all
 
-        async with EventProducer(get_settings()) as producer:
-            return len(await producer.publish_many(steps))
-
-    try:
-        sent = asyncio.run(publish())
-    except Exception as exc:
-        raise _fail(broker_failure(exc, get_settings().kafka_bootstrap)) from None
+    with failing(broker=Exception):
+        sent = asyncio.run(publish_all(get_settings(), steps))
     console.print(
         f"published {sent} steps of {len(records)} episodes to {get_settings().topic('steps')}"
     )

@@ -7,19 +7,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from ..sinks.dataelf.limits import Limits
-from .data import DbOption, lance_location
-from .errors import fail as _fail
+from .errors import console, fail, failing
+from .options import DbOption, lance_location
 
 if TYPE_CHECKING:
     from ..sinks.dataelf.planner import Planner
     from ..sinks.location import Db
 
 app = typer.Typer(help="DataElf: data tasks run as validated plans of typed operators")
-console = Console()
 
 
 @app.command("ask")
@@ -75,16 +73,15 @@ def ask(
     aggregate, histogram, top, sample, join, search, dedupe, diverse, score, reaudit,
     poison, export, plot."""
     from ..sinks.dataelf.operators import PlanError
-    from ..sinks.dataelf.plan import load_plan, preview, run_plan
+    from ..sinks.dataelf.plan import load_plan
     from ..sinks.dataelf.planner import PlanQuestion
-    from ..sinks.dataelf.private import run_sandboxed
-    from ..sinks.location import location
+    from ..sinks.dataelf.private import run_anywhere
     from ..sinks.query import QueryError
     from ..streams.audit.mask import mask_text
     from .dataelf_job import JOB, services
 
     if (plan_file is None) == (intent is None):
-        raise _fail("give an intent to plan or --plan FILE (a saved plan), one of the two", code=2)
+        raise fail("give an intent to plan or --plan FILE (a saved plan), one of the two", code=2)
     try:
         if plan_file is not None:
             plan = load_plan(plan_file)
@@ -97,22 +94,18 @@ def ask(
         typer.echo(str(exc))
         raise typer.Exit(2) from None
     except (PlanError, QueryError) as exc:
-        raise _fail(str(exc), code=2) from None
+        raise fail(str(exc), code=2) from None
     console.print(escape(plan.describe()), highlight=False)
     console.print(plan.model_dump_json(indent=2), highlight=False, markup=False)
     if not yes and not typer.confirm("run it?"):
         raise typer.Exit(1)
     where = lance_location(db)
-    try:
-        if private or not location(where).remote:
-            mask = mask_text if private else None
-            limits = Limits(memory_limit, cpu_limit, output_limit)
-            shown, manifest = run_sandboxed(plan, where, out, job=JOB, mask=mask, limits=limits)
-        else:  # the sandbox has no network to reach an object store
-            table, manifest = run_plan(plan, where, out, services())
-            shown = preview(table)
-    except (PlanError, QueryError) as exc:
-        raise _fail(str(exc), code=2) from None
+    limits = Limits(memory_limit, cpu_limit, output_limit)
+    mask = mask_text if private else None
+    with failing(PlanError, QueryError, code=2):
+        shown, manifest = run_anywhere(
+            plan, where, out, job=JOB, services=services, mask=mask, limits=limits
+        )
     console.print(shown, highlight=False, markup=False)
     files = ", ".join(sorted(k for k in manifest if k != "rows")) or "none"
     rows = f"{manifest['rows']} rows; " if "rows" in manifest else ""  # private: not said

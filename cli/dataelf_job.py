@@ -5,18 +5,17 @@ private job as the sandbox runs it (``python -m safactory.cli.dataelf_job PLAN D
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
 from ..infra.embedding import MiniLM
-from ..schemas import Trajectory
 from ..sinks.dataelf.operators import Services
 from ..sinks.dataelf.private import job
 from ..streams.audit.mask import mask_text
 from ..streams.audit.rejudge import rejudge
 from ..streams.poisoning.audit import findings
 from ..streams.scoring.diversity import k_center
+from ..streams.scoring.value import value_table
 
 if TYPE_CHECKING:  # torch loads only when an operator needs the language model
     from ..streams.scoring.perplexity import LMScorer
@@ -32,28 +31,10 @@ def _embedder() -> MiniLM:
 
 @cache
 def _lm() -> LMScorer:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from ..infra.models import ensure_smollm2
     from ..streams.scoring.perplexity import LMScorer
 
-    path = ensure_smollm2(progress=False)
-    return LMScorer(
-        AutoModelForCausalLM.from_pretrained(path, local_files_only=True),
-        AutoTokenizer.from_pretrained(path, local_files_only=True),
-    )
-
-
-def _value(trajectories: list[Trajectory], lm: bool) -> list[dict[str, float]]:
-    from ..streams.scoring.value import value_table
-
-    return value_table(trajectories, _embedder(), _lm() if lm else None)
-
-
-def _poison(
-    ids: Sequence[str], texts: Sequence[str], labels: Sequence[str]
-) -> list[tuple[str, str]]:
-    return findings(ids, texts, labels, _embedder())
+    return LMScorer.load(ensure_smollm2(progress=False))
 
 
 def services(*, private: bool = False) -> Services:
@@ -61,8 +42,10 @@ def services(*, private: bool = False) -> Services:
     return Services(
         mask=mask_text if private else None,
         rejudge=rejudge,
-        score=_value,
-        poison=_poison,
+        score=lambda trajectories, lm: value_table(
+            trajectories, _embedder(), _lm() if lm else None
+        ),
+        poison=lambda ids, texts, labels: findings(ids, texts, labels, _embedder()),
         diverse=k_center,
         embed=lambda texts: _embedder().embed(texts),
     )

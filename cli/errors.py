@@ -1,46 +1,54 @@
-"""One-line errors for the commands: the broker hint only where it helps, bad settings named."""
+"""Where the commands print (``console``, and ``err`` for stderr), their progress bars, and
+their one-line errors: the broker hint only where it helps, bad settings named."""
 
 from __future__ import annotations
 
-import os
-import re
-import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import typer
-from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
 
 from ..infra import config
-from ..schemas.headers import shown
+from ..infra.failures import broker_failure as broker_failure  # every command's one line
+from ..infra.failures import settings_failure
 
-_UNPARSED_FIELD = re.compile(r'error parsing value for field "(\w+)"')
-"""pydantic-settings' message when an ``SF_*`` variable of a structured field is no JSON."""
+console = Console()
+err = Console(stderr=True, soft_wrap=True)
 
-UNREACHABLE = (KafkaConnectionError, KafkaTimeoutError, ConnectionError, TimeoutError)
-"""Exceptions that mean the broker could not be reached (not that the input was wrong)."""
-
-_err = Console(stderr=True, soft_wrap=True)
+Errors = type[BaseException] | tuple[type[BaseException], ...]
 
 
-def broker_failure(exc: BaseException, bootstrap: str) -> str:
-    """What went wrong, in one line: "cannot reach the broker …" with how to start one when
-    the broker was unreachable, else the error itself (a bad record, a bad config file)."""
-    if isinstance(exc, UNREACHABLE):
-        return (
-            f"cannot reach the Kafka broker at {bootstrap} ({type(exc).__name__}: {exc}); "
-            "start one with `safactory broker up`, or point SF_KAFKA_BOOTSTRAP at yours"
-        )
-    return f"{type(exc).__name__}: {exc}"
+def progress(*more: ProgressColumn, **options: Any) -> Progress:
+    """A progress bar: the task's description, its bar, done of total, then ``more``."""
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn())
+    return Progress(*columns, *more, **options)
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print ``error: message`` on one line (brackets are not markup; control characters from
     the input are escaped) and return the exit to raise."""
     printable = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-    _err.print(f"[red]error:[/red] {escape(printable)}")
+    err.print(f"[red]error:[/red] {escape(printable)}")
     return typer.Exit(code=code)
+
+
+@contextmanager
+def failing(*errors: type[BaseException], broker: Errors = (), code: int = 1) -> Iterator[None]:
+    """Inside, an exception of ``errors`` exits with its message as the one line, and one of
+    ``broker`` (``OSError``; ``Exception`` around Kafka clients) with :func:`broker_failure`'s."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except errors as exc:
+        raise fail(str(exc), code) from None
+    except broker as exc:
+        raise fail(broker_failure(exc, get_settings().kafka_bootstrap), code) from None
 
 
 def get_settings() -> config.Settings:
@@ -50,31 +58,3 @@ def get_settings() -> config.Settings:
         return config.get_settings()
     except (ValidationError, OSError, ValueError) as exc:  # TOML and UTF-8 errors included
         raise fail(settings_failure(exc)) from None
-
-
-def settings_failure(exc: Exception) -> str:
-    """One line naming the ``SF_*`` variable or config-file field that is wrong, and why."""
-    try:
-        path = config.config_file()
-    except OSError as missing:
-        return str(missing)
-    where = f"config file {path}" if path is not None else "settings"
-    if isinstance(exc, ValidationError):
-        first = exc.errors(include_url=False)[0]
-        field = ".".join(str(p) for p in first["loc"])
-        var = f"SF_{field.upper()}"
-        if var in os.environ:
-            source = f"{var}={shown(os.environ[var])}"
-        else:
-            source = f"{where}: field {shown(field)}"
-            if "input" in first:
-                source += f"={shown(first['input'])}"
-        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        return f"{source}: {first['msg']}{more}; fix it or unset it"
-    parsed = _UNPARSED_FIELD.search(str(exc))
-    if parsed and f"SF_{parsed.group(1).upper()}" in os.environ:  # a structured field's JSON
-        var = f"SF_{parsed.group(1).upper()}"
-        return f"{var}={shown(os.environ[var])}: not valid JSON for this field; fix it or unset it"
-    if isinstance(exc, tomllib.TOMLDecodeError | UnicodeDecodeError):
-        return f"{where}: not valid TOML ({' '.join(str(exc).split())[:200]})"
-    return f"{where}: {' '.join(str(exc).split())[:300]}"

@@ -10,17 +10,11 @@ from typing import Annotated
 
 import typer
 
+from ..infra import listen
 from ..infra.http import MAX_BODY, redacted
-from .errors import fail as _fail
-from .errors import get_settings
-from .serve import (
-    AllowHostOption,
-    HostOption,
-    MaxBodyOption,
-    PortOption,
-    check_exposure,
-    listen_socket,
-)
+from . import serve as web
+from .errors import fail, get_settings
+from .options import AllowHostOption, HostOption, MaxBodyOption, PortOption
 
 
 def gateway(
@@ -77,17 +71,15 @@ def gateway(
     steps on the log, each tool call is audited (fast tier) before the client sees it, and
     a blocked one comes back as a refusal. Send x-sf-episode to name the episode (else one
     is assigned and returned in that header); end it with POST /v1/sf/episodes/{id}/end."""
-    import uvicorn
-
     from ..agents.gateway.app import Gateway
     from ..streams.audit.guard import AuditGuard
 
     if not upstream.startswith(("http://", "https://")):
-        raise _fail(f"--upstream {upstream!r}: give an http(s) URL, e.g. http://127.0.0.1:8000/v1")
-    check_exposure(host, token)
+        raise fail(f"--upstream {upstream!r}: give an http(s) URL, e.g. http://127.0.0.1:8000/v1")
+    web.check_exposure(host, token)
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     settings = get_settings()
-    sock = listen_socket(host, port)
+    sock = web.listen_socket(host, port)
     service = Gateway(
         upstream,
         settings,
@@ -98,14 +90,6 @@ def gateway(
         upstream_key=upstream_key,
         idle_s=idle_s,
     )
-    shown = f"[{host}]" if ":" in host else host
-    typer.echo(
-        f"gateway on http://{shown}:{sock.getsockname()[1]}/v1 -> {redacted(service.upstream)}"
-    )
-    config = uvicorn.Config(
-        service.app(token, bound=host, allow_hosts=tuple(allow_host or ()), max_body=max_body),
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    typer.echo(f"gateway on {listen.address(host, sock)}/v1 -> {redacted(service.upstream)}")
+    app = service.app(token, bound=host, allow_hosts=tuple(allow_host or ()), max_body=max_body)
+    listen.serve_on(app, sock, graceful_s=5)

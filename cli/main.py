@@ -7,25 +7,23 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from ..infra.broker import BrokerError
 from ..infra.local import local_broker, uses_local_broker
-from ..infra.topics import create_topics, describe_topics
+from ..infra.teardown import end_now, requested
+from ..infra.topics import create_topics, describe_topics, retention_text
 from . import audit as _audit
 from . import data as _data
 from .dataelf import app as dataelf_app
 from .demo import demo
-from .errors import broker_failure, get_settings
-from .errors import fail as _fail
+from .errors import console, fail, failing, get_settings
 from .gateway import gateway
 from .model_server import model_server
 from .monitor import monitor
 from .replay import app as replay_app
 from .serve import serve
 from .simulate import app as simulate_app
-from .teardown import end_now, requested
 from .train import train
 from .worker import app as worker_app
 
@@ -46,6 +44,7 @@ app.add_typer(replay_app, name="replay")
 app.command("demo")(demo)
 app.command("train")(train)
 app.add_typer(worker_app, name="worker")
+worker_app.command("train")(train)  # the trainer started as every worker is
 app.add_typer(dataelf_app, name="data")
 app.command("audit")(_audit.audit)
 app.command("import")(_audit.import_traces)
@@ -56,8 +55,6 @@ app.command("serve")(serve)
 app.command("model-server")(model_server)
 app.command("gateway")(gateway)
 
-console = Console()
-
 
 @broker_app.command("up")
 def broker_up(
@@ -66,16 +63,16 @@ def broker_up(
     """Start the local broker (first run fetches the Kafka jars with mvn) and create topics."""
     settings = get_settings()
     if not uses_local_broker(settings):
-        raise _fail(
+        raise fail(
             f"SF_KAFKA_BOOTSTRAP={settings.kafka_bootstrap} names another cluster; "
             "unset it to run the local broker"
         )
     broker = local_broker(settings)
-    try:
-        with console.status("starting Kafka broker (first run resolves jars from Maven Central)"):
-            status = broker.up(timeout=timeout)
-    except BrokerError as exc:
-        raise _fail(str(exc)) from None
+    with (
+        failing(BrokerError),
+        console.status("starting Kafka broker (first run resolves jars from Maven Central)"),
+    ):
+        status = broker.up(timeout=timeout)
     created = asyncio.run(create_topics(settings))
     new = sum(created.values())
     console.print(
@@ -120,10 +117,8 @@ def broker_logs(
 @topics_app.command("create")
 def topics_create() -> None:
     """Create every catalogue topic that does not exist yet (idempotent)."""
-    try:
+    with failing(broker=Exception):
         created = asyncio.run(create_topics(get_settings()))
-    except Exception as exc:
-        raise _fail(broker_failure(exc, get_settings().kafka_bootstrap)) from None
     for name, new in created.items():
         console.print(f"{'created' if new else 'exists '}  {name}")
 
@@ -134,36 +129,23 @@ def topics_list(
     as_json: JsonOption = False,
 ) -> None:
     """The catalogue: each topic's key, partitions, cleanup and retention, and whether it exists."""
-    try:
+    with failing(broker=Exception):
         rows = asyncio.run(describe_topics(get_settings()))
-    except Exception as exc:
-        raise _fail(broker_failure(exc, get_settings().kafka_bootstrap)) from None
     if as_json:
         console.print_json(json.dumps(rows))
         return
     table = Table("topic", "exists", "partitions", "key", "cleanup", "retention", "what")
     for row in rows:
-        retention = row["retention_ms"]
-        shown = (
-            "-"
-            if retention is None
-            else ("forever" if retention == -1 else f"{int(retention) // 86_400_000}d")
-        )  # type: ignore[call-overload]
-        table.add_row(
-            str(row["topic"]),
-            "yes" if row["exists"] else "[red]no[/red]",
-            str(row["partitions"]),
-            str(row["key"]),
-            str(row["cleanup"]),
-            shown,
-            str(row["description"]),
-        )
+        exists = "yes" if row["exists"] else "[red]no[/red]"
+        retention = retention_text(row["retention_ms"])  # type: ignore[arg-type]
+        cells = (row["partitions"], row["key"], row["cleanup"], retention, row["description"])
+        table.add_row(str(row["topic"]), exists, *(str(c) for c in cells))
     console.print(table)
 
 
 def main() -> None:
     """The ``safactory`` command; a worker command's process ends without the shared
-    libraries' teardown (:mod:`.teardown`)."""
+    libraries' teardown (:mod:`..infra.teardown`)."""
     try:
         app()
     except SystemExit as done:

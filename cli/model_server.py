@@ -13,15 +13,10 @@ from typing import Annotated
 
 import typer
 
+from ..infra import listen
 from ..infra.http import MAX_BODY
-from .serve import (
-    AllowHostOption,
-    HostOption,
-    MaxBodyOption,
-    PortOption,
-    check_exposure,
-    listen_socket,
-)
+from . import serve as web
+from .options import AllowHostOption, HostOption, MaxBodyOption, PortOption
 
 
 def model_server(
@@ -59,14 +54,11 @@ def model_server(
 ) -> None:
     """Serve SOURCE at http://HOST:PORT/v1 (chat completions, models with the served
     revision, reload by POST /collective_rpc). Prints its address once it listens."""
-    import uvicorn
-
     from ..agents.policies.serve_local import ModelServer
 
-    check_exposure(host, token)
+    web.check_exposure(host, token)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    sock = listen_socket(host, port)
-    shown = f"[{host}]" if ":" in host else host
+    sock = web.listen_socket(host, port)
     server = ModelServer(
         source,
         name=name,
@@ -75,11 +67,6 @@ def model_server(
         device=device,
         version=version,
     )
-    typer.echo(f"model server on http://{shown}:{sock.getsockname()[1]}/v1 (source {source})")
-    config = uvicorn.Config(
-        server.app(token, bound=host, allow_hosts=tuple(allow_host or ()), max_body=max_body),
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=2,
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    typer.echo(f"model server on {listen.address(host, sock)}/v1 (source {source})")
+    app = server.app(token, bound=host, allow_hosts=tuple(allow_host or ()), max_body=max_body)
+    listen.serve_on(app, sock, graceful_s=2)

@@ -9,37 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from ..schemas import Severity
-from ..streams.audit.engine import AuditEngine, configured_engine
-from ..streams.replay import AuditDiff, AuditWindow, Position, PositionError, parse_position
-from .audit import CheckersOption, JudgeTimeoutOption
-from .data import DbOption, lance_location
-from .errors import broker_failure, get_settings
-from .errors import fail as _fail
+from ..streams.audit.engine import configured_engine
+from ..streams.replay import AuditDiff, AuditWindow, reaudit
+from .errors import console, err, failing, get_settings, progress
+from .options import CheckersOption, DbOption, JudgeTimeoutOption, lance_location
 
 app = typer.Typer(
     help="Replay the log: re-audit past steps, re-run past episodes, rebuild LanceDB tables.",
     no_args_is_help=True,
 )
-console = Console()
-err = Console(stderr=True, soft_wrap=True)
 
 FromOpt = Annotated[
     str | None,
@@ -69,33 +57,17 @@ WithAlertOpt = Annotated[
 OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="write the report as JSON here")]
 
 
-def _position(text: str | None, option: str) -> Position | None:
-    if text is None:
-        return None
-    try:
-        return parse_position(text, option)
-    except PositionError as exc:
-        raise _fail(str(exc)) from None
-
-
 @contextmanager
 def progress_bar(what: str) -> Iterator[tuple[Any, Any]]:
     """A rich progress bar; yields (add_to_total, advance) callbacks."""
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=err, transient=True) as progress:
-        bar = progress.add_task(what, total=None)
+    with progress(TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=True) as bars:
+        bar = bars.add_task(what, total=None)
 
         def total(n: int) -> None:
-            progress.update(bar, total=(progress.tasks[0].total or 0) + n)
+            bars.update(bar, total=(bars.tasks[0].total or 0) + n)
 
         def advance(n: int) -> None:
-            progress.advance(bar, n)
+            bars.advance(bar, n)
 
         yield total, advance
 
@@ -149,44 +121,23 @@ def audit(
     header sf-replay=<replay id> and ids derived from it (unless --dry-run), then prints the
     alerts newly raised, cleared and kept per risk type and per env.
     """
-    from ..infra.producer import EventProducer
-    from ..streams.replay import ReAuditor
+    from ..streams.replay.audit import Progress
 
-    window = AuditWindow(
-        _position(start, "--from"),
-        _position(end, "--to"),
-        frozenset(episode) if episode else None,
-        frozenset(env) if env else None,
-        with_alert,
-    )
-    settings = get_settings()
-
-    async def main(engine: AuditEngine, total: Any, advance: Any) -> AuditDiff:
-        from ..streams.replay.audit import Progress as Callbacks
-
-        callbacks = Callbacks(total, advance)
-        if dry_run:
-            return await ReAuditor(
-                settings, engine, replay_id=replay_id, context_limit=context_limit
-            ).run(window, callbacks)
-        async with EventProducer(settings) as producer:
-            auditor = ReAuditor(
-                settings,
-                engine,
-                replay_id=replay_id,
-                producer=producer,
-                context_limit=context_limit,
-            )
-            return await auditor.run(window, callbacks)
-
-    try:
+    with failing(ValueError, broker=OSError):
+        window = AuditWindow.of(start, end, episode, env, with_alert)
+        settings = get_settings()
         engine = configured_engine(checkers, judge_timeout, torch_threads)
         with progress_bar(f"re-auditing {settings.topic('steps')}") as (total, advance):
-            diff = asyncio.run(main(engine, total, advance))
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
-    except OSError as exc:
-        raise _fail(broker_failure(exc, settings.kafka_bootstrap)) from None
+            rerun = reaudit(
+                settings,
+                engine,
+                window,
+                replay_id=replay_id,
+                context_limit=context_limit,
+                publish=not dry_run,
+                progress=Progress(total, advance),
+            )
+            diff = asyncio.run(rerun)
     print_diff(diff, show)
     _write_json(out, diff.as_json())
 
@@ -217,9 +168,8 @@ def print_diff(diff: AuditDiff, show: int) -> None:
     for label, alerts in (("newly raised", diff.raised), ("cleared", diff.cleared)):
         if not alerts or not show:
             continue
-        table = Table(title=f"{label} (first {min(show, len(alerts))} of {len(alerts)})")
-        for column in ("episode", "step", "env", "risk type", "severity", "checker"):
-            table.add_column(column)
+        columns = ("episode", "step", "env", "risk type", "severity", "checker")
+        table = Table(*columns, title=f"{label} (first {min(show, len(alerts))} of {len(alerts)})")
         for a in alerts[:show]:
             table.add_row(
                 a.episode_id[:12], str(a.step_index), a.env, a.risk_type, a.severity, a.checker
@@ -243,28 +193,19 @@ def sink(
     Reads each table's topic from its beginning with no consumer group; a dropped table is
     rebuilt whole, an intact one is left as it is (rows are skipped by offset and event id).
     """
+    from ..infra.embedding import MiniLM
     from ..sinks.backfill import backfill
     from ..sinks.tables import TOPICS
 
     settings = get_settings()
     where = lance_location(db)
     chosen = table or list(TOPICS)
-    embedder = None
-    if embed:
-        from ..infra.embedding import MiniLM as MiniLMEmbedder
-
-        embedder = MiniLMEmbedder()
-    try:
-        with progress_bar(f"backfilling {where}") as (total, advance):
-            report = asyncio.run(
-                backfill(
-                    settings, where, chosen, embedder=embedder, on_total=total, on_advance=advance
-                )
-            )
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
-    except OSError as exc:
-        raise _fail(broker_failure(exc, settings.kafka_bootstrap)) from None
+    embedder = MiniLM() if embed else None
+    with failing(ValueError, broker=OSError), progress_bar(f"backfilling {where}") as bar:
+        total, advance = bar
+        report = asyncio.run(
+            backfill(settings, where, chosen, embedder=embedder, on_total=total, on_advance=advance)
+        )
     result = Table(title=f"backfill of {where} from {settings.topic_prefix}*")
     for column in ("table", "records read", "rows written"):
         result.add_column(column, justify="left" if column == "table" else "right")
@@ -322,42 +263,34 @@ def run(
     settings = get_settings()
     rid = replay_id or new_replay_id()
 
-    async def main(engine: AuditEngine) -> tuple[list[rr.Comparison], int | None]:
-        originals, version = await rr.prepare(
-            settings,
-            rid,
-            episodes=set(episode) if episode else None,
-            envs=set(env) if env else None,
-            with_alert=with_alert,
-            unsafe=unsafe,
-            limit=limit,
-            policy_version=policy_version,
-        )
+    @contextmanager
+    def display(count: int, version: int | None) -> Iterator[Callable[[int], None]]:
+        shown = "any" if version is None else version
+        tasks = settings.topic("tasks")
         console.print(
-            f"replay {rid}: re-running {len(originals)} episodes "
-            f"(policy version {'any' if version is None else version}) via "
-            f"{settings.topic('tasks')}"
+            f"replay {rid}: re-running {count} episodes (policy version {shown}) via {tasks}"
         )
         with progress_bar("episodes re-run") as (total, advance):
-            total(len(originals))
-            done = [0]
+            total(count)
+            yield advance
 
-            def ended(n: int) -> None:
-                advance(n - done[0])
-                done[0] = n
-
-            new = await rr.reexecute(settings, originals, rid, timeout_s=timeout, on_ended=ended)
-        rows = await rr.outcome(
-            settings, engine, originals, new, rid, trajectory_wait_s=trajectory_wait
+    with failing(rr.ReplayRunError, ValueError, broker=OSError):
+        rows, version = asyncio.run(
+            rr.rerun(
+                settings,
+                configured_engine(checkers, 2.0, torch_threads),
+                rid,
+                episodes=episode,
+                envs=env,
+                with_alert=with_alert,
+                unsafe=unsafe,
+                limit=limit,
+                policy_version=policy_version,
+                timeout_s=timeout,
+                trajectory_wait_s=trajectory_wait,
+                display=display,
+            )
         )
-        return rows, version
-
-    try:
-        rows, version = asyncio.run(main(configured_engine(checkers, 2.0, torch_threads)))
-    except (rr.ReplayRunError, ValueError) as exc:
-        raise _fail(str(exc)) from None
-    except OSError as exc:
-        raise _fail(broker_failure(exc, settings.kafka_bootstrap)) from None
     report = rr.summary(rows, rid, version)
     print_comparison(rows, report)
     off = rr.off_version(rows, version)
@@ -371,47 +304,35 @@ def run(
     _write_json(out, report)
 
 
+def _shown(value: Any, form: str = "{}") -> str:
+    """``value`` in ``form``, or ``-`` when there is none."""
+    return "-" if value is None else form.format(value)
+
+
 def _flag(value: bool | None) -> str:
     return "-" if value is None else ("[red]unsafe[/red]" if value else "safe")
 
 
-def _step(value: int | None) -> str:
-    return "-" if value is None else str(value)
-
-
 def print_comparison(rows: list[Any], report: dict[str, Any]) -> None:
     """Before / after per episode, then the totals."""
-    table = Table(title=f"replay {report['replay_id']}: before → after")
-    for column in (
-        "episode",
-        "env",
-        "task",
-        "version",
-        "unsafe (env)",
-        "reward",
-        "first unsafe step",
-    ):
-        table.add_column(column)
+    columns = ("episode", "env", "task", "version", "unsafe (env)", "reward", "first unsafe step")
+    table = Table(*columns, title=f"replay {report['replay_id']}: before → after")
     for r in rows:
-        reward = "-" if r.reward_after is None else f"{r.reward_after:+.2f}"
+        reward = _shown(r.reward_after, "{:+.2f}")
         table.add_row(
             r.episode_before[:12],
             r.env,
             r.task_id[-28:],
-            f"v{r.version_before} → {'-' if r.version_after is None else f'v{r.version_after}'}",
+            f"v{r.version_before} → {_shown(r.version_after, 'v{}')}",
             f"{_flag(r.unsafe_before)} → {_flag(r.unsafe_after)}",
             f"{r.reward_before:+.2f} → {reward}" + (" (task)" if r.reward_source == "task" else ""),
-            f"{_step(r.first_unsafe_before)} → {_step(r.first_unsafe_after)}",
+            f"{_shown(r.first_unsafe_before)} → {_shown(r.first_unsafe_after)}",
         )
     console.print(table)
-
-    def shown(x: float | None) -> str:
-        return "-" if x is None else f"{x:+.2f}"
-
     console.print(
         f"unsafe (env): {report['unsafe_before']}/{report['episodes']} → "
         f"{report['unsafe_after']}/{report['episodes']}; alerted: {report['alerted_before']} → "
-        f"{report['alerted_after']}; mean reward {shown(report['mean_reward_before'])} → "
-        f"{shown(report['mean_reward_after'])}; versions run: "
+        f"{report['alerted_after']}; mean reward {_shown(report['mean_reward_before'], '{:+.2f}')}"
+        f" → {_shown(report['mean_reward_after'], '{:+.2f}')}; versions run: "
         f"{', '.join(f'v{v}' for v in report['versions_run']) or '-'}"
     )

@@ -3,85 +3,60 @@
 Bound to 127.0.0.1 by default. Any other address needs a token (``--token`` or
 ``SF_SERVE_TOKEN``, at least 16 characters), and then every request must carry it. Every
 request passes :class:`~safactory.infra.http.HttpGuard` (Host allow-list, no state change
-from another origin, bounded bodies). The gateway and the model server share these helpers.
+from another origin, bounded bodies). The gateway and the model server bind the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .data import DbOption, lance_location
-from .errors import broker_failure, get_settings
-from .errors import fail as _fail
-from .monitor import FromBeginningOption, WindowOption
+from ..infra import listen
+from ..infra.config import Settings
+from . import options as opt
+from .errors import failing, get_settings
 
-MIN_TOKEN_CHARS = 16
-LOOPBACK_NAMES = ("localhost",)
-AllowHostOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--allow-host",
-        help="a further name the Host header may carry (the guard against DNS rebinding "
-        "admits loopback and the bound address; repeat for more)",
-    ),
-]
-MaxBodyOption = Annotated[
-    int, typer.Option(min=1024, help="largest request body in bytes (larger: 413)")
-]
-HostOption = Annotated[str, typer.Option(help="address to bind; not loopback needs --token")]
-PortOption = Annotated[int, typer.Option(min=0, max=65535, help="port (0: a free one)")]
+if TYPE_CHECKING:  # lancedb loads only when an episode is asked for
+    from fastapi import FastAPI
 
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address (only this machine can connect)."""
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    from ..sinks.location import Db
 
 
 def check_exposure(host: str, token: str | None) -> None:
-    """Refuse a bind that others can reach without a token, and a token too short to guess."""
-    if token is not None and len(token) < MIN_TOKEN_CHARS:
-        raise _fail(
-            f"--token has {len(token)} characters; use at least {MIN_TOKEN_CHARS}, e.g. "
-            "`python -c 'import secrets; print(secrets.token_urlsafe())'`"
-        )
-    if not is_loopback(host) and not token:
-        raise _fail(
-            f"--host {host} is reachable from other machines; pass --token (or set "
-            "SF_SERVE_TOKEN) so every request must carry it, or bind 127.0.0.1"
-        )
+    """:func:`~safactory.infra.listen.check_exposure`, refused in one line."""
+    with failing(listen.ListenError):
+        listen.check_exposure(host, token)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
-    """A listening socket on HOST:PORT (0: a free port), or a one-line error naming the fix."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise _fail(
-            f"--host {host} --port {port}: cannot listen ({exc.strerror}); "
-            "choose another --port (0 picks a free one)"
-        ) from None
-    sock.listen(128)
-    sock.set_inheritable(True)
-    return sock
+    """:func:`~safactory.infra.listen.listen_socket`, or a one-line error naming the fix."""
+    with failing(listen.ListenError):
+        return listen.listen_socket(host, port)
+
+
+def web_app(settings: Settings, db: Db, **options: Any) -> FastAPI:
+    """The web page's app, its episode view read from ``db``: each step with the trust
+    model's three factors of its call (harm, who asked, outcome)."""
+    from ..sinks import episode
+    from ..sinks.query import QueryError
+    from ..streams.audit.explain import stored_factors
+    from ..streams.monitor.web import create_app
+
+    def trace(episode_id: str) -> dict[str, Any]:
+        try:
+            return episode.episode_trace(db, episode_id, stored_factors)
+        except QueryError as exc:  # no database there: as missing as the episode
+            raise episode.EpisodeNotFound(str(exc)) from None
+
+    return create_app(settings, episode=trace, **options)
 
 
 def serve(
-    host: HostOption = "127.0.0.1",
-    port: PortOption = 8765,
+    host: opt.HostOption = "127.0.0.1",
+    port: opt.PortOption = 8765,
     token: Annotated[
         str | None,
         typer.Option(
@@ -90,49 +65,36 @@ def serve(
             help="every request must carry it (Authorization: Bearer, or ?token=)",
         ),
     ] = None,
-    db: DbOption = None,
-    from_beginning: FromBeginningOption = False,
-    window: WindowOption = 60.0,
-    allow_host: AllowHostOption = None,
+    db: opt.DbOption = None,
+    from_beginning: opt.FromBeginningOption = False,
+    window: opt.WindowOption = 60.0,
+    allow_host: opt.AllowHostOption = None,
 ) -> None:
     """Live safety view as a web page: alerts, rates, latency, lag and policy versions
     streamed by server-sent events (/events), an episode view with each step's verdicts from
     LanceDB (/episodes/<id>), and Prometheus metrics (/metrics). Ctrl-C stops it."""
-    import uvicorn
-
     from ..infra.topics import BY_NAME, create_topics
     from ..streams.monitor import FOLLOWED
-    from .web.app import create_app
 
     check_exposure(host, token)
     settings = get_settings()
-    where = lance_location(db)
-    try:
+    where = opt.lance_location(db)
+    with failing(broker=Exception):
         asyncio.run(create_topics(settings, [BY_NAME[n] for n in (*FOLLOWED, "policy")]))
-    except Exception as exc:
-        raise _fail(broker_failure(exc, settings.kafka_bootstrap)) from None
     sock = listen_socket(host, port)
-    bound = sock.getsockname()[1]
-    shown = f"[{host}]" if ":" in host else host
     typer.echo(
-        f"serving http://{shown}:{bound}/  (topics {settings.topic_prefix}*, db {where}"
+        f"serving {listen.address(host, sock)}/  (topics {settings.topic_prefix}*, db {where}"
         f"{'; add ?token=<token> to the URL' if token else ''})",
         err=False,
     )
-    app = create_app(
+    app = web_app(
         settings,
-        db=where,
+        where,
         token=token,
         from_beginning=from_beginning,
         window_s=window,
         bound=host,
         allow_hosts=tuple(allow_host or ()),
     )
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        timeout_graceful_shutdown=2,
-        access_log=False,
-        loop="uvloop" if settings.event_loop == "uvloop" else "asyncio",
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    loop = "uvloop" if settings.event_loop == "uvloop" else "asyncio"
+    listen.serve_on(app, sock, graceful_s=2, loop=loop)

@@ -2,31 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
 import sys
+from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from aiokafka.errors import KafkaError
-from rich.console import Console
 from rich.live import Live
-from rich.markup import escape
 from rich.table import Table
 
-from ..infra import aio
-from ..trainer.config import ConfigError, Mode, TrainerConfig
-from ..trainer.launch import configure, torchrun_argv
-from .errors import broker_failure, get_settings
+from ..trainer import launch, report
+from ..trainer.config import Mode, TrainerConfig
+from .errors import console, failing, get_settings
 
 if TYPE_CHECKING:  # torch and transformers load only when a command needs them
     from ..trainer.learner import Learner
     from ..trainer.stream import StreamingTrainer
-
-console = Console()
-err = Console(stderr=True)
 
 
 def train(
@@ -92,168 +84,45 @@ def train(
     Resumes from the checkpoint in --checkpoint-dir if there is one. Ctrl-C finishes the
     update in hand, checkpoints and exits.
     """
-    if nproc > 1 and "LOCAL_RANK" not in os.environ:
-        _exec_torchrun(nproc, max_restarts)
-    from ..infra.models import ModelError
-    from ..trainer import distributed, leading
-    from ..trainer.distill import LocalTeacher
-    from ..trainer.learner import Learner
-    from ..trainer.model import load_policy_model, resolve_placement
-
+    launch.under_torchrun(sys.argv[1:], nproc, max_restarts)
     distill = {"teacher": teacher, "coef": distill_coef, "pure": pure_distill}
-    try:
-        cfg = configure(
-            config,
-            model_name=model_name,
-            distill=distill,
-            mode=mode,
-            device=device,
-            max_staleness=max_staleness,
-            batch_size=batch_size,
-            policy_name=policy_name,
-            weight_dir=weight_dir,
-            checkpoint_dir=checkpoint_dir,
-        )
-        ranks = distributed.Ranks.from_env()
-        distributed.init(ranks, cfg.device)
-        placement = resolve_placement(cfg)
-    except (ConfigError, RuntimeError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(code=2) from None
-    try:
-        model, tokenizer = load_policy_model(cfg.model)
-    except (ModelError, OSError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {escape(f'model.name={cfg.model.name}: {exc}')}")
-        raise typer.Exit(code=2) from None
-    try:
-        teacher_model = (
-            LocalTeacher.load(cfg.distill.teacher, tokenizer, placement)
-            if cfg.distill.teacher is not None
-            else None
-        )
-    except ValueError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(code=2) from None
-    except OSError as exc:
-        err.print(
-            f"[red]error:[/red] "
-            f"{escape(f'distill.teacher={cfg.distill.teacher}: cannot load ({exc})')}"
-        )
-        raise typer.Exit(code=2) from None
-    learner = Learner(model, tokenizer, cfg, placement, teacher=teacher_model, ranks=ranks)
-    if ranks.rank != 0:  # a following rank: no Kafka, no checkpoint, no display
-        leading.follow(learner)
-        return
-    if not ranks.distributed:
-        aio.run(_run(cfg, learner, max_updates, idle_exit, live))
-        return
-    leader = leading.RankZeroLearner(learner)
-    try:
-        aio.run(_run(cfg, leader, max_updates, idle_exit, live))
-    finally:
-        leader.close()
+    fields = dict(mode=mode, device=device, max_staleness=max_staleness, batch_size=batch_size)
+    fields |= dict(policy_name=policy_name, weight_dir=weight_dir, checkpoint_dir=checkpoint_dir)
+    with failing(ValueError, code=2):  # ConfigError, LaunchError
+        cfg = launch.configure(config, model_name=model_name, distill=distill, **fields)
+        ranks, learner = launch.learner(cfg)
+    until = {"max_updates": max_updates, "idle_timeout": idle_exit}
+    launch.on_ranks(ranks, learner, lambda lead: _run(cfg, lead, live, until))
 
 
-def _exec_torchrun(nproc: int, max_restarts: int) -> None:
-    """Replace this process by ``torchrun`` running this same command on ``nproc`` ranks."""
-    argv = torchrun_argv(sys.argv[1:], nproc, max_restarts)
-    os.execv(argv[0], argv)
-
-
-async def _run(
-    cfg: TrainerConfig,
-    learner: Learner,
-    max_updates: int | None,
-    idle_exit: float | None,
-    live: bool,
-) -> None:
-    from ..trainer.stream import StreamingTrainer
-
+async def _run(cfg: TrainerConfig, learner: Learner, live: bool, until: dict[str, Any]) -> None:
+    """Stream trajectories into ``learner`` until stopped or ``until`` (``max_updates``,
+    ``idle_timeout``), showing the metrics live or line by line."""
     settings = get_settings()
     display = Live(console=console, refresh_per_second=4) if live else None
-    trainer = StreamingTrainer(
+    trainer = launch.streaming(
         cfg,
         settings,
         learner,
         on_update=(lambda t: display.update(metrics_table(t)))
         if display
-        else (lambda t: console.print(metrics_line(t), highlight=False)),
+        else (lambda t: console.print(report.line(t), highlight=False)),
     )
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, trainer.request_stop)
-    loop.add_signal_handler(signal.SIGTERM, trainer.request_stop)
-    console.print(
-        f"training {cfg.policy_name!r} ({cfg.mode}, max_staleness={cfg.effective_staleness}, "
-        f"device={cfg.device}) from {settings.topic('trajectories')}; "
-        f"checkpoints in {cfg.checkpoint_dir}"
-    )
-    try:
+    console.print(report.started(trainer))
+    with failing(broker=(RuntimeError, KafkaError)), display if display else nullcontext():
+        stats = await trainer.run(**until)
         if display is not None:
-            with display:
-                stats = await trainer.run(max_updates=max_updates, idle_timeout=idle_exit)
-                display.update(metrics_table(trainer))  # the final counts, skips included
-        else:
-            stats = await trainer.run(max_updates=max_updates, idle_timeout=idle_exit)
-    except (RuntimeError, KafkaError) as exc:
-        err.print(
-            f"[red]error:[/red] {escape(broker_failure(exc, get_settings().kafka_bootstrap))}"
-        )
-        raise typer.Exit(code=1) from None
+            display.update(metrics_table(trainer))  # the final counts, skips included
     if display is None:
-        console.print(metrics_line(trainer))
+        console.print(report.line(trainer))
     else:
         console.line()
-    console.print(
-        f"done: version {trainer.version}, {stats.published} announcements, "
-        f"{stats.skipped_stale} skipped as stale in this run, {stats.dead_lettered} dead-lettered, "
-        f"{stats.held_out} held out (evaluation tasks, never trained on)"
-    )
-
-
-def metrics_line(trainer: StreamingTrainer) -> str:
-    """One line of the latest metrics (for logs and --no-live)."""
-    m, s = trainer.stats.last_update, trainer.stats
-    if m is None:
-        skipped = trainer.staleness.skipped_total
-        return f"v{trainer.version}: no update yet; {skipped} skipped as stale in total"
-    return (
-        f"v{trainer.version} reward={m.mean_reward:+.3f} kl={m.behaviour_kl:.4f} "
-        f"trajectories={m.trajectories} skipped_total={trainer.staleness.skipped_total} "
-        f"staleness={dict(sorted(trainer.staleness.accepted.items()))} "
-        f"tokens/s={s.tokens_per_s:,.0f}"
-        + (f" teacher_kl={m.teacher_kl:.4f}" if m.teacher_kl is not None else "")
-    )
+    console.print(report.done(trainer, stats))
 
 
 def metrics_table(trainer: StreamingTrainer) -> Table:
-    """The live table: progress, reward, KL, staleness histogram, skips, throughput."""
-    m, s = trainer.stats.last_update, trainer.stats
+    """The live table (``trainer.report.rows``)."""
     table = Table(title=f"safactory train · {trainer.config.policy_name}", show_header=False)
-    table.add_row("version", str(trainer.version))
-    counts = (
-        f"{trainer.state.trained_total} / {trainer.staleness.skipped_total} / {s.dead_lettered}"
-    )
-    table.add_row("trained / skipped stale (all runs) / dead-lettered (this run)", counts)
-    table.add_row(
-        "received / passed over on resume / buffered", f"{s.received} / {s.replayed} / {s.buffered}"
-    )
-    if trainer.config.vllm.enabled:
-        table.add_row("vLLM reload errors", str(s.reload_errors))
-    if m is not None:
-        table.add_row("mean reward (last update)", f"{m.mean_reward:+.4f}")
-        table.add_row("KL(behaviour ‖ current)", f"{m.behaviour_kl:.5f}")
-        if m.teacher_kl is not None:
-            table.add_row("reverse KL to teacher (est.)", f"{m.teacher_kl:.5f}")
-        table.add_row("loss / clip fraction", f"{m.loss:+.4f} / {m.clip_fraction:.3f}")
-    table.add_row(
-        "staleness histogram (lag: count)", str(dict(sorted(trainer.staleness.accepted.items())))
-    )
-    table.add_row("skipped by lag", str(dict(sorted(trainer.staleness.skipped.items()))))
-    table.add_row("tokens/s", f"{s.tokens_per_s:,.0f}")
-    ts = trainer.learner.transformer.stats
-    table.add_row(
-        "re-tokenise mismatches / prompt mismatches / unrecorded steps / truncated",
-        f"{ts.retokenize_mismatches} of {ts.retokenize_checked} / {ts.prompt_mismatches} / "
-        f"{ts.unrecorded_steps} / {ts.truncated}",
-    )
+    for name, value in report.rows(trainer):
+        table.add_row(name, value)
     return table

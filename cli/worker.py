@@ -2,28 +2,36 @@
 
 Each command reads its options, builds the worker's function from its component and hands
 it to the runtime (``infra/processor.py``); SIGINT / SIGTERM stop it cleanly, and its
-process ends without the shared libraries' teardown (:mod:`.teardown`).
+process ends without the shared libraries' teardown (:mod:`..infra.teardown`). ``safactory
+simulate worker`` is ``worker simulate`` under its older name. The trainer is started from
+here too (``worker train`` is ``safactory train``) but is no worker of the runtime: it keeps
+its own offset ledger with its checkpoints (``trainer/stream.py`` says why).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from ..agents.control import ControlFollower
+from ..agents.env import EnvError
+from ..agents.policies import PolicyError, make_policy, policy_config
+from ..agents.registry import env_names
+from ..agents.worker import DEFAULT_GROUP
 from ..infra import aio
-from .audit import CheckersOption, JudgeTimeoutOption, audit_engine
-from .data import DbOption, lance_location
-from .errors import fail as _fail
-from .errors import get_settings
-from .teardown import skip_teardown
+from ..infra.teardown import skip_teardown
+from ..streams.audit.engine import configured_engine
+from . import options as opt
+from . import simulate as sim
+from .errors import console, fail, failing, get_settings
+from .options import lance_location
 
 app = typer.Typer(help="Run the factory's stream workers.", no_args_is_help=True)
 app.callback()(skip_teardown)
-console = Console()
 LogLevelOption = Annotated[
     str, typer.Option(envvar="SF_LOG_LEVEL", help="worker log level (info for details)")
 ]
@@ -35,12 +43,12 @@ GROUP_HELP = "consumer group (scoped by the topic prefix: NAME-<prefix> unless i
 
 @app.command("audit")
 def audit(
-    checkers: CheckersOption = None,
+    checkers: opt.CheckersOption = None,
     context_limit: Annotated[int, typer.Option(help="steps of context kept per episode")] = 32,
     context_ttl: Annotated[
         float, typer.Option(help="seconds an episode's context is kept after its last step")
     ] = 3600.0,
-    judge_timeout: JudgeTimeoutOption = 2.0,
+    judge_timeout: opt.JudgeTimeoutOption = 2.0,
     shed_after: Annotated[
         float,
         typer.Option(
@@ -55,7 +63,8 @@ def audit(
     """Run the live auditor: steps topic in, verdicts and alerts out."""
     from ..streams.audit.worker import AuditWorker
 
-    engine = audit_engine(checkers, judge_timeout)
+    with failing(ValueError):
+        engine = configured_engine(checkers, judge_timeout)
     worker = AuditWorker(
         engine,
         get_settings(),
@@ -82,7 +91,7 @@ def control(
     try:
         policy = policy_of(settings)
     except ValidationError as exc:
-        raise _fail(f"the control rules of the config: {exc}") from None
+        raise fail(f"the control rules of the config: {exc}") from None
     if not policy.rules:
         console.print("[yellow]no control rules configured: no episode will be stopped[/]")
     control_runtime(settings, policy).run(log_level)
@@ -90,7 +99,7 @@ def control(
 
 @app.command("sink")
 def sink(
-    db: DbOption = None,
+    db: opt.DbOption = None,
     group: Annotated[
         str, typer.Option(help="consumer group, one per database (scoped by the topic prefix)")
     ] = "safactory-sink",
@@ -135,10 +144,8 @@ def sink(
         idle_timeout_s=idle_exit,
     )
     embedder = MiniLMEmbedder() if embed else None
-    try:
+    with failing(ValueError):
         result = aio.run(run_sink(get_settings(), options, embedder))
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
     console.print(f"sink stopped: {result.stats}")
 
 
@@ -171,24 +178,14 @@ def assemble(
     Folds steps, episode events and verdicts; keyed by group id, sf-policy-version = the
     oldest version in the trajectory; unended episodes are closed as abandoned.
     """
-    from pydantic import ValidationError
-
     from ..streams.assembly import AssemblerConfig, RewardRule
-    from ..streams.assembly.processor import AssemblerWorker
-    from ..streams.assembly.reward import reward_rule_from_json
+    from ..streams.assembly.reward import reward_rule_from_file
+    from ..streams.assembly.worker import AssemblerWorker
 
-    reward_rule = RewardRule()
-    if rule is not None:
-        try:
-            reward_rule = reward_rule_from_json(rule.read_bytes())
-        except OSError as exc:
-            raise _fail(f"--rule {rule}: cannot read ({exc.strerror})") from None
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"])
-            raise _fail(f"--rule {rule}: field {field!r}: {first['msg']}") from None
-        except (LookupError, ValueError) as exc:
-            raise _fail(f"--rule {rule}: {exc}") from None
+    try:
+        reward_rule = RewardRule() if rule is None else reward_rule_from_file(rule)
+    except ValueError as exc:
+        raise fail(f"--rule {exc}") from None
     config = AssemblerConfig(
         reward_rule=reward_rule,
         require_verdicts=require_verdicts,
@@ -220,16 +217,11 @@ def score(
 
     lm = None
     if model is not None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         from ..streams.scoring.perplexity import LMScorer
 
         if not (model / "config.json").is_file():
-            raise _fail(f"--model {model}: no config.json there; give a saved HF model folder")
-        lm = LMScorer(
-            AutoModelForCausalLM.from_pretrained(model, local_files_only=True),
-            AutoTokenizer.from_pretrained(model, local_files_only=True),
-        )
+            raise fail(f"--model {model}: no config.json there; give a saved HF model folder")
+        lm = LMScorer.load(model)
     stats = aio.run(
         run_scorer(get_settings(), MiniLM(), lm, group_id=group, idle_timeout_s=idle_exit)
     )
@@ -267,3 +259,84 @@ def skills(
     )
     worker = aio.run(run)
     console.print(f"skills worker stopped: {worker.stats}, published {worker.published}")
+
+
+@app.command("simulate")
+def simulate(
+    concurrency: opt.ConcurrencyOpt = 8,
+    policy: opt.PolicyOpt = "careful",
+    model: opt.ModelOpt = None,
+    base_url: opt.BaseUrlOpt = None,
+    checkpoint: opt.CheckpointOpt = None,
+    policy_version: opt.VersionOpt = 0,
+    record_tokens: opt.RecordOpt = False,
+    max_new_tokens: opt.MaxNewTokensOpt = 64,
+    temperature: opt.TemperatureOpt = 1.0,
+    decode: opt.DecodeOpt = "auto",
+    device: opt.DeviceOpt = "cpu",
+    warm: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="environments to pre-warm at start (repeatable); others warm on first use"
+        ),
+    ] = None,
+    pool_size: Annotated[
+        int | None, typer.Option(help="pre-warmed environments per env (default: the concurrency)")
+    ] = None,
+    group: opt.GroupOpt = DEFAULT_GROUP,
+    timeout: opt.TimeoutOpt = 300.0,
+    max_staleness: opt.StaleOpt = 2,
+    trainer_batch_size: opt.TrainerBatchOpt = None,
+    workers: opt.WorkersOpt = 1,
+    guard: opt.GuardKindOpt = None,
+    guard_pattern: opt.GuardOpt = None,
+    idle_timeout: Annotated[
+        float | None,
+        typer.Option(help="exit after this many seconds without tasks (default: run until Ctrl-C)"),
+    ] = None,
+    skills: opt.SkillsOpt = 0,
+    control: opt.ControlOpt = True,
+) -> None:
+    """Join the worker group on sf.tasks and run every task that arrives."""
+    skip_teardown()  # also under its older name, ``safactory simulate worker``
+    with failing(PolicyError):
+        config = policy_config(locals())
+    for name in warm or []:
+        if name not in env_names():
+            raise fail(f"--warm {name!r}: unknown env; choose from {', '.join(env_names())}")
+    simulation = sim.simulation(locals())
+    logging.basicConfig(level=logging.INFO)
+
+    async def main() -> None:
+        settings = get_settings()
+        follower = ControlFollower(settings) if control else contextlib.nullcontext()
+        async with (
+            sim.with_skills(make_policy(config), skills, settings) as acting,
+            follower as followed,
+        ):
+            worker = simulation(
+                settings,
+                acting,
+                control=followed,
+                on_done=lambda r: console.print(
+                    f"{r.env} {r.task_id} {r.outcome.value} "
+                    f"unsafe={bool(r.judgement and r.judgement.safety.unsafe)}"
+                ),
+            )
+            await worker.start()
+            try:
+                for name in warm or []:
+                    await worker.pool(name).start()
+                console.print(f"worker {worker.worker_id} in group {group!r}; waiting for tasks")
+                await worker.run(idle_timeout=idle_timeout)
+            finally:
+                await worker.stop()
+
+    try:
+        with failing(EnvError, PolicyError, broker=OSError):
+            aio.run(main())
+    except KeyboardInterrupt:
+        console.print("stopped")
+
+
+sim.app.command("worker")(simulate)  # ``safactory simulate worker``: the same command

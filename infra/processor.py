@@ -10,8 +10,9 @@ a worker module is a short wiring of the two, as a faust agent is::
 ``handle(record, ctx)`` is called once per decoded record, in partition order;
 ``handle_batch(records, ctx)`` once per polled batch (a sink writing a batch in one commit).
 Either emits events with ``ctx.emit`` and reads and writes keyed state with ``ctx.state``
-(the :class:`~.store.PartitionState` of the record's partition). Everything else is the
-runtime's, written once:
+(the :class:`~.store.PartitionState` of the record's partition); a handler whose events
+must be read while it still runs (an episode) publishes them at once through
+``runtime.outputs()`` (:class:`Outputs`). Everything else is the runtime's, written once:
 
 * topic creation (inputs, outputs, the changelog, the dead-letter topic), the consumer group
   (scoped by the topic prefix), one producer, SIGINT / SIGTERM, uvloop, metrics;
@@ -211,6 +212,31 @@ class Context:
         store = self._running.store
         if store is not None:
             self.state = store.partition(delivery.partition)
+
+
+class Outputs:
+    """A processor's outputs published at once, each acknowledged before :meth:`publish`
+    returns: for a handler whose events must be read while it still runs (an episode's
+    steps reach the auditor, and a halt comes back, before the episode ends). What
+    :meth:`Context.emit` holds until the handler returns is sent now, so the events of an
+    attempt that fails later stay published (their readers deduplicate on event ids).
+    Counted with the processor's other outputs (``sf_records_out_total``)."""
+
+    __slots__ = ("_name", "_runtime", "_topics")
+
+    def __init__(self, runtime: Runtime, p: Processor) -> None:
+        self._runtime = runtime
+        self._name = p.name
+        self._topics = {name: runtime.settings.topic(name) for name in p.outputs}
+
+    async def publish(self, event: Event) -> None:
+        """Send ``event`` to its topic and wait for the acknowledgement (an event that
+        cannot go on the wire raises :class:`~..schemas.EncodeError`)."""
+        topic = self._topics.get(event.TOPIC)
+        if topic is None:
+            raise RuntimeError(f"processor {self._name} emits to {event.TOPIC}, not in its outputs")
+        await self._runtime.producer.publish(event, topic=topic)
+        self._runtime.stats(self._name).sent(topic)
 
 
 class _Running:
@@ -525,22 +551,16 @@ class _Running:
 class Runtime:
     """Runs processors in one process: one producer and a consumer group per processor."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        *processors: Processor,
-        worker: str | None = None,
-        producer: EventProducer | None = None,
-    ):
+    def __init__(self, settings: Settings, *processors: Processor, worker: str | None = None):
         if not processors:
             raise ValueError("give at least one processor")
         self.settings = settings
         self.processors = processors
         self.worker = worker or processors[0].name
-        self._own_producer = producer is None
-        self.producer = producer or EventProducer(settings)
-        """Outputs, state and dead letters go through it (a given one is started and
-        stopped by its owner: the simulation worker's episodes share it)."""
+        self.producer = EventProducer(settings)
+        """Outputs, state and dead letters go through it."""
+        self._connected = False
+        """Connected ahead of :meth:`serve` by :meth:`start` (then :meth:`stop` ends it)."""
         self._running: list[_Running] = []
         self._stopping = asyncio.Event()
         self.stop_requested = False
@@ -548,6 +568,27 @@ class Runtime:
         self.young: aio.YoungCollector | None = None
         """Collects young objects between batches (:class:`~.aio.YoungCollector`), once the
         runtime owns its process (:meth:`run`): the collector's policy is process-wide."""
+
+    async def start(self) -> None:
+        """Wait for the broker and connect the producer ahead of :meth:`serve`, for a worker
+        that publishes before it joins its group; :meth:`stop` disconnects it."""
+        await wait_for_broker(self.settings)
+        await self.producer.start()
+        self._connected = True
+
+    async def stop(self) -> None:
+        """Flush and disconnect the producer :meth:`start` connected."""
+        if self._connected:
+            self._connected = False
+            await self.producer.stop()
+
+    def outputs(self, name: str | None = None) -> Outputs:
+        """The outputs of the processor ``name`` (the first one by default), published at
+        once (:class:`Outputs`)."""
+        p = next((p for p in self.processors if name is None or p.name == name), None)
+        if p is None:
+            raise KeyError(name)
+        return Outputs(self, p)
 
     def stats(self, name: str | None = None) -> ProcessorStats:
         """The counters of the processor ``name`` (the first one by default)."""
@@ -676,7 +717,7 @@ class Runtime:
 
     @contextlib.asynccontextmanager
     async def _producing(self) -> AsyncIterator[EventProducer]:
-        if not self._own_producer:
+        if self._connected:
             yield self.producer
             return
         async with self.producer:

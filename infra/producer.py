@@ -186,6 +186,13 @@ class EventProducer:
         await self._connect()
 
 
+async def publish_all(settings: Settings, events: Iterable[Event]) -> int:
+    """Publish ``events`` with a producer of their own (a command's one batch) and wait for
+    every ack; how many were published."""
+    async with EventProducer(settings) as producer:
+        return len(await producer.publish_many(events))
+
+
 def _as_event(event: Event | Mapping[str, Any], schema: type[Event] | None) -> Event:
     if isinstance(event, Event):
         return event

@@ -206,6 +206,13 @@ async def delete_topics_where(settings: Settings, doomed: Callable[[str], bool])
         await admin.close()
 
 
+def retention_text(retention_ms: int | None) -> str:
+    """A retention as ``topics list`` shows it: ``-`` (none: compacted), ``forever`` or days."""
+    if retention_ms is None:
+        return "-"
+    return "forever" if retention_ms == FOREVER else f"{int(retention_ms) // DAY_MS}d"
+
+
 async def describe_topics(settings: Settings) -> list[dict[str, object]]:
     """Partitions and leader of each catalogue topic as the cluster reports it."""
     admin = admin_client(settings)

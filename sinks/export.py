@@ -14,6 +14,7 @@ per line (as the OpenTelemetry Collector's file exporter writes).
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter
 from pathlib import Path
@@ -49,6 +50,24 @@ def chat_record(t: Trajectory) -> dict:
             "trajectory_id": t.event_id,
         },
     }
+
+
+def check_output(out: Path, fmt: str, min_reward: float | None) -> None:
+    """Refuse (:class:`QueryError`) an unknown format, an ``--out`` whose suffix says
+    another one, and a ``--min-reward`` that is not finite."""
+    if fmt not in ("jsonl", "parquet", "otel"):
+        raise QueryError(f"--format {fmt!r}: choose jsonl, parquet or otel")
+    if fmt == "otel" and out.suffix not in (".json", ".jsonl"):
+        raise QueryError(
+            f"--out {out}: OTLP/JSON goes to a .json file (one request) or .jsonl (one a line)"
+        )
+    if fmt != "otel" and out.suffix in (".jsonl", ".parquet") and out.suffix != f".{fmt}":
+        raise QueryError(
+            f"--out {out} ends in {out.suffix} but --format is {fmt}: pass --format "
+            f"{out.suffix[1:]} or an --out ending in .{fmt}"
+        )
+    if min_reward is not None and not math.isfinite(min_reward):
+        raise QueryError(f"--min-reward {min_reward}: give a finite number, e.g. --min-reward 0.5")
 
 
 def export_trajectories(

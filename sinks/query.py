@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,6 +18,15 @@ from .lance import sql_quote
 from .location import Db, DbUnavailable, location, open_db
 
 TABLES = ("steps", "episodes", "verdicts", "trajectories", "scores", "skills")
+SHOWN = {
+    "steps": ["episode_id", "step_index", "env", "task_id", "policy_version", "text"],
+    "episodes": ["episode_id", "kind", "env", "task_id", "outcome", "task_reward", "unsafe"],
+    "verdicts": ["episode_id", "step_index", "checker", "risk_type", "severity", "decision"],
+    "trajectories": ["episode_id", "group_id", "env", "outcome", "reward", "policy_version"],
+    "scores": ["episode_id", "scorer", "composite"],
+    "skills": ["skill_id", "title", "env", "text"],
+}
+"""The columns ``safactory query`` shows of a table's rows (then a search's distance, score)."""
 
 
 class QueryError(ValueError):
@@ -53,6 +65,54 @@ def parse_time(text: str) -> float:
             f"time {text!r} is neither unix seconds nor ISO 8601 (e.g. 2026-11-30T12:00:00Z)"
         ) from None
     return moment.timestamp()
+
+
+def selection(
+    env: str | None,
+    task: str | None,
+    risk_type: str | None,
+    severity: str | None,
+    policy_version: int | None,
+    min_policy_version: int | None,
+    since: str | None,
+    until: str | None,
+) -> Selection:
+    """The :class:`Selection` a command's options ask for (severity and times as typed); a
+    bad severity or time is a :class:`QueryError` naming its option."""
+    min_severity = None
+    if severity is not None:
+        try:
+            min_severity = Severity(severity.lower())
+        except ValueError:
+            choices = ", ".join(s.value for s in Severity)
+            raise QueryError(f"--severity {severity!r}: choose one of {choices}") from None
+    return Selection(
+        env=env,
+        task=task,
+        risk_type=risk_type,
+        min_severity=min_severity,
+        policy_version=policy_version,
+        min_policy_version=min_policy_version,
+        since=_option_time("--since", since),
+        until=_option_time("--until", until),
+    )
+
+
+def _option_time(option: str, text: str | None) -> float | None:
+    """Unix seconds of a ``--since``/``--until`` value; a bad one fails naming the option."""
+    if not text:
+        return None
+    try:
+        moment = parse_time(text)
+    except QueryError as exc:
+        raise QueryError(f"{option}: {exc}") from None
+    except (OverflowError, ValueError, OSError):  # a date outside what the clock can convert
+        moment = math.nan
+    if not math.isfinite(moment):
+        raise QueryError(
+            f"{option} {text!r}: give a finite time, e.g. 1700000000 or 2026-11-30T12:00:00Z"
+        )
+    return moment
 
 
 def where_clause(db_path: Db, table: str, sel: Selection) -> str | None:
@@ -146,3 +206,24 @@ def run_query(
     if columns:
         query = query.select([c for c in columns if c in target.schema.names])
     return query.limit(limit).to_arrow()
+
+
+def shown_rows(table: str, rows: pa.Table) -> tuple[list[str], list[list[str]]]:
+    """The columns ``rows`` of ``table`` are shown with (:data:`SHOWN`, then a search's) and
+    each row's cells: one line, at most 80 characters, floats to 4 significant digits."""
+    columns = SHOWN[table] + [c for c in ("_distance", "_score") if c in rows.column_names]
+    return columns, [[_cell(row.get(c)) for c in columns] for row in rows.to_pylist()]
+
+
+def _cell(value: object) -> str:
+    text = "" if value is None else (f"{value:.4g}" if isinstance(value, float) else str(value))
+    return text.replace("\n", " ")[:80]
+
+
+def stored_events(rows: pa.Table) -> Iterator[dict]:
+    """Each row's whole stored event (its ``payload``), with a search's ``_distance``."""
+    for row in rows.to_pylist():
+        record = json.loads(row["payload"])
+        if "_distance" in row:
+            record["_distance"] = row["_distance"]
+        yield record

@@ -25,6 +25,14 @@ evaluation episodes), which the simulation workers' admission counts its capacit
 a worker's capacity for good. With an inference server (``[trainer.vllm]``), a version is
 announced only once the server confirms it loaded it (:mod:`.vllm_reload`): steps stamped
 with a version then come from weights the server really served.
+
+Why the trainer is no ``Processor`` of ``infra/processor.py`` run by ``safactory worker``:
+a processor's offsets are committed to its group once a batch's outputs are acknowledged,
+while the trainer's position must agree with its model (the ledger above, checkpointed with
+the weights); it chooses its batch across partitions and groups instead of handling what
+was polled; an update takes minutes of an accelerator; and it runs on several ranks under
+``torchrun``. So it has its own entry, ``safactory train`` (a TOML file and the command's
+options over it, :mod:`.launch`), on the same consumer, decoding and dead-letter path.
 """
 
 from __future__ import annotations

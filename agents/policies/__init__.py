@@ -13,9 +13,10 @@ group::
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ...infra.registry import Registry
 from .base import Policy, PolicyError, PolicyInput, PolicyOutput, Prompt
@@ -84,6 +85,32 @@ POLICIES: Registry[PolicyFactory] = Registry(
 def register_policy(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
     """Decorator: make a ``PolicyConfig -> Policy`` function selectable as ``kind = name``."""
     return POLICIES.register(name)
+
+
+POLICY_OPTIONS = (
+    "model",
+    "base_url",
+    "checkpoint",
+    "record_tokens",
+    "max_new_tokens",
+    "temperature",
+    "decode",
+    "device",
+)
+"""The policy options a command takes besides ``--policy`` and ``--policy-version``, named
+as the PolicyConfig fields."""
+
+
+def policy_config(options: Mapping[str, Any]) -> PolicyConfig:
+    """The PolicyConfig a command's options ask for (by parameter name: ``policy``,
+    ``policy_version`` and :data:`POLICY_OPTIONS`); a :class:`PolicyError` names a bad one."""
+    kind = options["policy"]
+    try:
+        return PolicyConfig(
+            kind=kind, version=options["policy_version"], **{k: options[k] for k in POLICY_OPTIONS}
+        )
+    except ValidationError as exc:
+        raise PolicyError(f"--policy {kind!r}: {exc.errors()[0]['msg']}") from None
 
 
 def make_policy(config: PolicyConfig) -> Policy:
@@ -164,6 +191,7 @@ def _check_device(device: str) -> None:
 
 __all__ = [
     "POLICIES",
+    "POLICY_OPTIONS",
     "CarefulPolicy",
     "Policy",
     "PolicyConfig",
@@ -175,5 +203,6 @@ __all__ = [
     "RandomPolicy",
     "RecklessPolicy",
     "make_policy",
+    "policy_config",
     "register_policy",
 ]

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -44,7 +45,7 @@ from ..location import Db, location
 from .limits import DEFAULT_LIMITS, LIMITS_ENV, Limits
 from .masking import mask_file
 from .operators import Export, Mask, PlanError, Plot, Services
-from .plan import MANIFEST_FILE, PLAN_FILE, Plan
+from .plan import MANIFEST_FILE, PLAN_FILE, Plan, preview, run_plan
 
 RESULT_STEPS = frozenset({"aggregate", "plot", "export"})
 """What a private plan may end with."""
@@ -125,6 +126,24 @@ def run_sandboxed(
         said = limit or (lines[-1] if lines else f"exit status {done.returncode}")
         raise PlanError(f"the {mode} job failed: {said}")
     return _released(plan, out, done.stdout, mask)
+
+
+def run_anywhere(
+    plan: Plan,
+    db: Db,
+    out: Path,
+    *,
+    job: list[str],
+    services: Callable[[], Services],
+    mask: Mask | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> tuple[str, dict[str, str]]:
+    """:func:`run_sandboxed`, except a plain plan on an object store (the sandbox has no
+    network to reach one), which runs here with ``services()``; what it shows, the manifest."""
+    if mask is not None or not location(db).remote:
+        return run_sandboxed(plan, db, out, job=job, mask=mask, limits=limits)
+    table, manifest = run_plan(plan, db, out, services())
+    return preview(table), manifest
 
 
 def _sandbox(

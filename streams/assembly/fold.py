@@ -41,6 +41,7 @@ from ...schemas import (
     Verdict,
     derive_id,
 )
+from ...schemas.completion import episode_complete
 from .reward import RewardRule
 
 PRODUCER = "trajectory-assembler"
@@ -122,8 +123,8 @@ class EpisodeState:
         return result
 
     def steps_complete(self) -> bool:
-        """The end arrived and so did every step it counts."""
-        return self.ended is not None and len(self.steps) >= self.ended.num_steps
+        """The end arrived and so did every step it counts (:func:`episode_complete`)."""
+        return episode_complete(self.ended.num_steps if self.ended else None, len(self.steps))
 
     def episode_checkers(self) -> set[str]:
         """Checkers that gave an episode-level verdict."""

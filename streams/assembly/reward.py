@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...infra.registry import Registry, RegistryError
 from ...schemas import EpisodeEnded, Outcome, Severity, Verdict
@@ -92,6 +93,21 @@ def reward_rule_from_json(text: str | bytes) -> RewardShaper:
     if not isinstance(settings, dict):
         raise ValueError('a reward rule is a JSON object: {"rule": NAME, ...its parameters}')
     return reward_rule(settings)
+
+
+def reward_rule_from_file(path: Path) -> RewardShaper:
+    """:func:`reward_rule_from_json` of the file at ``path``; a ``ValueError`` names the file
+    and what is wrong with it (unreadable, a bad field, an unknown rule)."""
+    try:
+        return reward_rule_from_json(path.read_bytes())
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read ({exc.strerror})") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"{path}: field {field!r}: {first['msg']}") from None
+    except (LookupError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
 @register_reward_rule(DEFAULT_RULE)

@@ -4,7 +4,7 @@ A finding is a checker's claim; whether it is worth acting on is measured: of th
 episodes in which the checker fired in the same score band, the share that were unsafe.
 The table comes from labelled episodes of several sources (public trajectory sets, the own
 environments' ground truth, written everyday traces) and is built by one command
-(``python -m safactory.streams.audit_training.calibrate``); each source's weight is capped,
+(``python -m safactory.tools.audit_training.calibrate``); each source's weight is capped,
 so no one source decides a checker's precision.
 
 A finding then decides by what was measured, never by its own score alone:

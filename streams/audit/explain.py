@@ -12,6 +12,7 @@ call has only what fired on its text.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from ...schemas import Step, Verdict
 from .engine import FIRED, StepAudit
@@ -95,6 +96,17 @@ def factors(step: Step, context: list[Step]) -> Factors:
         _one_line(result, 160) if result else "nothing reported"
     )
     return Factors(harm, who, outcome)
+
+
+def stored_factors(by_index: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """:func:`factors` of each stored step (its payload, by step index) as JSON; a step the
+    current schema cannot read leaves every step without factors, still shown."""
+    try:
+        steps = [Step.model_validate(payload) for _, payload in sorted(by_index.items())]
+    except ValueError:
+        steps = []
+    found = {s.step_index: factors(s, steps[:i]) for i, s in enumerate(steps)}
+    return {index: asdict(found.get(index, Factors())) for index in by_index}
 
 
 def explain(audit: StepAudit, context: list[Step]) -> Explanation:

@@ -55,7 +55,7 @@ def load_head(name: str, directory: Path = HEADS_DIR) -> LogisticHead:
     if not path.is_file():
         raise HeadMissingError(
             f"{path}: head {name!r} not found; rebuild it with `python -m "
-            "safactory.streams.audit_training.train_heads --data <shared/data/audit>` (text "
+            "safactory.tools.audit_training.train_heads --data <shared/data/audit>` (text "
             "heads) or `... .audit_training.deep_heads --data <shared/data/audit>` (deep tier)"
         )
     with np.load(path, allow_pickle=False) as data:

@@ -7,13 +7,14 @@ a send) with the context the previous owner built; a step that falls out of the 
 context is deleted from it. Verdict ids derive from the step's id, so a step read again
 after a crash yields the same ids and sinks deduplicate.
 
-Memory stays bounded: once an episode's end (on ``sf.episodes``, co-partitioned with
-``sf.steps``) and its last step (``num_steps - 1``) were both seen, in either order, its
-context is forgotten ``ended_grace_s`` later; an episode with no step for ``context_ttl_s``
-of caught-up time is forgotten too, and past ``max_context_bytes`` the least recently active
-episodes go. A step that waited past ``shed_after_s`` is judged by the fast tier only, and
-the verdicts of the skipped checkers say so. Once an episode is finished, the deep tier
-(checkers of kind ``deep``, if any run) judges it whole (``AuditProcessor.finish``).
+Memory stays bounded: once an episode is complete (its end, on ``sf.episodes``,
+co-partitioned with ``sf.steps``, and every step it counts: ``schemas/completion.py``),
+whichever came last, its context is forgotten ``ended_grace_s`` later; an episode with no
+step for ``context_ttl_s`` of caught-up time is forgotten too, and past
+``max_context_bytes`` the least recently active episodes go. A step that waited past
+``shed_after_s`` is judged by the fast tier only, and the verdicts of the skipped checkers
+say so. Once an episode is complete, the deep tier (checkers of kind ``deep``, if any run)
+judges it whole (``AuditProcessor.finish``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ...infra.consumer import Delivery
 from ...infra.processor import Context, Rejected, Tick
 from ...infra.store import PartitionState
 from ...schemas import EpisodeEnded, Step
+from ...schemas.completion import episode_complete
 from .engine import AuditEngine
 from .processor import AuditProcessor, decode_step, encode_step
 
@@ -72,8 +74,8 @@ class LiveAudit:
         self.stats = AuditStats()
         self._behind_logged = 0.0
         self._live: OrderedDict[str, tuple[float, int, int]] = OrderedDict()
-        """Episode → (caught-up clock of its last step, its partition, highest step index
-        audited), least recently active first."""
+        """Episode → (caught-up clock of its last step, its partition, steps audited),
+        least recently active first."""
         self._ends: OrderedDict[str, int] = OrderedDict()
         """Episode → declared step count, for ends read before the episode's last step."""
         self._ended: OrderedDict[str, float] = OrderedDict()
@@ -111,7 +113,7 @@ class LiveAudit:
         if kept is not None:
             value = record.value if kept is event and record.value else encode_step(kept)
             state.set(episode, event.event_id, value)
-        if self._seen(episode, event.step_index, record.partition, result.context):
+        if self._seen(episode, record.partition, result.context):
             await self._deep(episode, ctx)
         self.stats.count("steps_seen")
         self._bound(ctx)
@@ -167,24 +169,26 @@ class LiveAudit:
         if len(self._decoded) > DECODED_CACHE_SIZE:
             self._decoded.popitem(last=False)
 
-    def _seen(self, episode: str, index: int, partition: int, context: list[Step]) -> bool:
-        """Track a judged step; whether its episode is finished with it."""
+    def _seen(self, episode: str, partition: int, context: list[Step]) -> bool:
+        """Track a judged step; whether its episode is complete with it. Steps audited: the
+        span of the context's step indices (sorted; it always keeps the first steps, and an
+        episode numbers its steps one after another from its first)."""
         self._remember(episode, context)
         live = self._live.get(episode)
-        highest = index if live is None else max(live[2], index)
-        self._live[episode] = (self._clock, partition, highest)
+        spanned = context[-1].step_index - context[0].step_index + 1
+        seen = spanned if live is None else max(live[2], spanned)
+        self._live[episode] = (self._clock, partition, seen)
         self._live.move_to_end(episode)
-        ends = self._ends.get(episode)
-        if ends is not None and highest >= ends - 1:
+        if episode_complete(self._ends.get(episode), seen):
             self._finish(episode)
             return True
         return False
 
     def _end(self, episode: str, num_steps: int) -> bool:
-        """An episode ended after ``num_steps`` steps: finished once its last step was
-        audited (already: True, or when that step comes)."""
+        """An episode ended after ``num_steps`` steps: finished once it is complete
+        (already: True, or when its last step comes)."""
         live = self._live.get(episode)
-        if live is not None and live[2] >= num_steps - 1:
+        if live is not None and episode_complete(num_steps, live[2]):
             self._finish(episode)
             return True
         if live is not None or num_steps > 0:
@@ -246,7 +250,7 @@ class LiveAudit:
             state = ctx.state_of(partition)
             for episode in state.keys():
                 self._decoded.pop(episode, None)
-                self._live[episode] = (self._clock, partition, -1)
+                self._live[episode] = (self._clock, partition, 0)
 
     async def released(self, partitions: set[int]) -> None:
         """Partitions went to another member: forget their episodes here (not their state)."""

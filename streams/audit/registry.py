@@ -61,6 +61,18 @@ def default_names() -> list[str]:
     return [name for name in available() if name not in _DEFAULT_OFF]
 
 
+def catalogue() -> list[tuple[str, str, str, str, str, str]]:
+    """Every checker as ``safactory audit --list-checkers`` shows it: name, kind, scope, risk
+    types, on or off by default, what it finds."""
+    defaults = set(default_names())
+    rows = []
+    for name, factory in available().items():
+        cls = factory if isinstance(factory, type) else type(factory())
+        on = "on" if name in defaults else "off"
+        rows.append((name, cls.kind, cls.scope, ", ".join(cls.risk_types), on, cls.description))
+    return rows
+
+
 def create(names: Iterable[str] | None = None) -> list[Checker]:
     """Instantiate the named checkers (default: :func:`default_names`), in that order."""
     factories = available()

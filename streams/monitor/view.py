@@ -415,6 +415,25 @@ def to_json(snapshot: dict[str, Any]) -> str:
     return json.dumps(snapshot, separators=(",", ":"), ensure_ascii=False)
 
 
+@dataclass
+class Pace:
+    """When a view is shown again (a terminal redraw, a web page's snapshot): after a
+    change, at most every ``min_s``; while nothing changes, every ``idle_s`` (rates decay)."""
+
+    min_s: float
+    idle_s: float
+    seq: int = -1
+    at: float = 0.0
+
+    def due(self, seq: int, now: float) -> bool:
+        """Whether the view at change ``seq`` is shown ``now`` (then counted as shown)."""
+        changed = seq != self.seq and now - self.at >= self.min_s
+        if not changed and now - self.at < self.idle_s:
+            return False
+        self.seq, self.at = seq, now
+        return True
+
+
 class WarningsToView(logging.Handler):
     """A logging handler that shows each warning in the view (a dashboard owns the screen,
     so log lines must not be printed over it)."""

@@ -5,7 +5,15 @@ past steps with a chosen checker set, publishes the verdicts under a replay id a
 the alerts against the originals.
 """
 
-from .audit import REPLAY_HEADER, AuditDiff, AuditWindow, ReAuditor, is_replay, new_replay_id
+from .audit import (
+    REPLAY_HEADER,
+    AuditDiff,
+    AuditWindow,
+    ReAuditor,
+    is_replay,
+    new_replay_id,
+    reaudit,
+)
 from .window import Position, PositionError, parse_position, read_window
 
 __all__ = [
@@ -19,4 +27,5 @@ __all__ = [
     "new_replay_id",
     "parse_position",
     "read_window",
+    "reaudit",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
@@ -29,7 +29,7 @@ from ...schemas import headers as h
 from ..audit.checkers.models import HeadChecker
 from ..audit.engine import AuditEngine
 from ..audit.processor import AuditProcessor, bounded, compact
-from .window import Position, Span, read_window, screen
+from .window import Position, Span, parse_position, read_window, screen
 
 REPLAY_HEADER = h.REPLAY
 PRODUCER = "safactory.replay"
@@ -100,6 +100,25 @@ class AuditWindow:
     envs: frozenset[str] | None = None
     with_alert: Severity | None = None
     """Only episodes with an original alert at or above this severity."""
+
+    @classmethod
+    def of(
+        cls,
+        start: str | None,
+        end: str | None,
+        episodes: Iterable[str] | None = None,
+        envs: Iterable[str] | None = None,
+        with_alert: Severity | None = None,
+    ) -> AuditWindow:
+        """The window a command's options ask for (``--from`` / ``--to`` as typed, no
+        episodes or envs: all); a bad position is a :class:`PositionError`."""
+        return cls(
+            None if start is None else parse_position(start, "--from"),
+            None if end is None else parse_position(end, "--to"),
+            frozenset(episodes) if episodes else None,
+            frozenset(envs) if envs else None,
+            with_alert,
+        )
 
     def describe(self) -> dict[str, Any]:
         """The window as it goes into the JSON report."""
@@ -202,6 +221,28 @@ async def original_alerts(
                 record = AlertRecord.of(alert)
                 found.setdefault(record.key, record)
     return list(found.values())
+
+
+async def reaudit(
+    settings: Settings,
+    engine: AuditEngine,
+    window: AuditWindow,
+    *,
+    replay_id: str | None = None,
+    context_limit: int = 32,
+    publish: bool = True,
+    progress: Progress | None = None,
+) -> AuditDiff:
+    """Re-audit ``window`` with ``engine`` (:class:`ReAuditor`), publishing the verdicts and
+    alerts unless ``publish`` is False (a dry run), and diff the alerts."""
+    if not publish:
+        auditor = ReAuditor(settings, engine, replay_id=replay_id, context_limit=context_limit)
+        return await auditor.run(window, progress)
+    async with EventProducer(settings) as producer:
+        auditor = ReAuditor(
+            settings, engine, replay_id=replay_id, producer=producer, context_limit=context_limit
+        )
+        return await auditor.run(window, progress)
 
 
 class ReAuditor:

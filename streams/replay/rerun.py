@@ -9,15 +9,16 @@ sides are then judged by the same checker set in-process (``ReAuditor`` as a dry
 "first unsafe step" means the same thing before and after whether or not a live auditor
 ran; unsafe is the environment's own ground truth (``EpisodeEnded.safety``), reward the
 assembled trajectory's where both sides have one, else the environment's task reward.
-``safactory replay run`` drives :func:`prepare`, :func:`reexecute`, :func:`outcome`,
-:func:`summary`.
+``safactory replay run`` drives :func:`rerun` (:func:`prepare`, :func:`reexecute`,
+:func:`outcome`) and :func:`summary`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -39,6 +40,11 @@ from .audit import AuditWindow, ReAuditor, is_replay
 from .window import read_window
 
 PRODUCER = "safactory.replay.run"
+
+
+Display = Callable[[int, int | None], AbstractContextManager[Callable[[int], None]]]
+"""Shows the re-runs (how many, on which version) while inside; yields a callback of how
+many more have ended (a progress bar's advance)."""
 
 
 class ReplayRunError(RuntimeError):
@@ -167,8 +173,9 @@ async def reexecute(
     timeout_s: float,
     on_ended: Callable[[int], None] = lambda n: None,
 ) -> dict[str, EpisodeEnded]:
-    """Publish the rebuilt tasks and wait for their episodes to end; original episode id →
-    the new episode's end. :class:`ReplayRunError` names the ones missing at the timeout."""
+    """Publish the rebuilt tasks and wait for their episodes to end (``on_ended``: how many
+    more ended, after each read); original episode id → the new episode's end.
+    :class:`ReplayRunError` names the ones missing at the timeout."""
     tasks = {rebuild(o, replay_id).task_id: o for o in originals}
     async with TopicReader(settings, "replay-run") as tracker:
         # pinned at the end of sf.episodes before the tasks go out: no end is missed
@@ -179,10 +186,11 @@ async def reexecute(
         ended: dict[str, EpisodeEnded] = {}
         decoder = Decoder("replay-run")
         while len(ended) < len(tasks):
+            before = len(ended)
             for _, end in decoder(await tracker.read(timeout_ms=500)):
                 if isinstance(end, EpisodeEnded) and end.task_id in tasks:
                     ended[tasks[end.task_id].started.episode_id] = end
-            on_ended(len(ended))
+            on_ended(len(ended) - before)
             if time.monotonic() > deadline:
                 missing = [
                     o.started.episode_id
@@ -266,6 +274,43 @@ async def outcome(
         trajs = await trajectories(settings, episodes)
     first = await first_unsafe_steps(settings, engine, episodes, replay_id)
     return compare(originals, ended, trajs, first)
+
+
+async def rerun(
+    settings: Settings,
+    engine: AuditEngine,
+    replay_id: str,
+    *,
+    episodes: Iterable[str] | None = None,
+    envs: Iterable[str] | None = None,
+    with_alert: Severity | None = None,
+    unsafe: bool = False,
+    limit: int | None = None,
+    policy_version: int | None = None,
+    timeout_s: float,
+    trajectory_wait_s: float = 0.0,
+    display: Display,
+) -> tuple[list[Comparison], int | None]:
+    """:func:`prepare`, :func:`reexecute` inside ``display`` and :func:`outcome`: the
+    comparisons, and the version the re-runs were asked to use."""
+    originals, version = await prepare(
+        settings,
+        replay_id,
+        episodes=set(episodes) if episodes else None,
+        envs=set(envs) if envs else None,
+        with_alert=with_alert,
+        unsafe=unsafe,
+        limit=limit,
+        policy_version=policy_version,
+    )
+    with display(len(originals), version) as on_ended:
+        new = await reexecute(
+            settings, originals, replay_id, timeout_s=timeout_s, on_ended=on_ended
+        )
+    rows = await outcome(
+        settings, engine, originals, new, replay_id, trajectory_wait_s=trajectory_wait_s
+    )
+    return rows, version
 
 
 def compare(

@@ -8,6 +8,7 @@ trivially from the instruction.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,6 +21,16 @@ class LMScorer:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.max_tokens = max_tokens
+
+    @classmethod
+    def load(cls, folder: str | Path) -> LMScorer:
+        """The scorer of the saved Hugging Face causal LM in ``folder`` (no download)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        return cls(
+            AutoModelForCausalLM.from_pretrained(folder, local_files_only=True),
+            AutoTokenizer.from_pretrained(folder, local_files_only=True),
+        )
 
     def _ids(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])

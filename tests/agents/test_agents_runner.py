@@ -15,7 +15,8 @@ from safactory.agents.pools import ActorPool
 from safactory.agents.registry import make_env
 from safactory.agents.runner import EpisodeResult
 from safactory.agents.sandbox.bubblewrap import SandboxError, check_host
-from safactory.agents.worker import SimulationWorker, resolve_task, suite_tasks
+from safactory.agents.tasks import resolve_task, suite_tasks
+from safactory.agents.worker import SimulationWorker
 from safactory.infra.config import Settings
 from safactory.infra.consumer import Delivery, EventConsumer
 from safactory.infra.producer import EventProducer
@@ -250,9 +251,9 @@ async def test_workers_share_the_task_queue_and_reload_stale_policies(
     for w in workers:
         await w.stop()
     assert sorted(done) == sorted(t.task_id for t in tasks)
-    ran = [r for w in workers for r in w.results]
+    ran = [r for w in workers for r in w.sim.results]
     assert all(r.policy_version == 5 for r in ran if r.num_steps)
-    assert sum(w.reloads for w in workers) >= 1
+    assert sum(w.sim.admission.stats.reloads for w in workers) >= 1
     events = await _read(topics, ["episodes"], until=2 * len(tasks))
     ends = [d.event for d in events if isinstance(d.event, EpisodeEnded)]
     assert {e.task_id for e in ends} == {t.task_id for t in tasks}
@@ -321,7 +322,7 @@ async def test_a_task_whose_environment_cannot_be_built_is_dead_lettered(
     running = asyncio.create_task(worker.run())
     try:
         async with asyncio.timeout(120):
-            while len(worker.results) < 2:
+            while len(worker.sim.results) < 2:
                 assert not running.done(), running.exception()
                 await asyncio.sleep(0.2)
         dead = await _read(topics, ["dlq"], until=1)
@@ -330,6 +331,6 @@ async def test_a_task_whose_environment_cannot_be_built_is_dead_lettered(
         worker.request_stop()
         await running
         await worker.stop()
-    assert sorted(r.task_id for r in worker.results) == sorted(t.task_id for t in good)
+    assert sorted(r.task_id for r in worker.sim.results) == sorted(t.task_id for t in good)
     [letter] = [DeadLetter.from_record(d.key, d.value, d.headers) for d in dead]
     assert letter.error.startswith("handler: EnvError") and "no-such-env" in letter.error

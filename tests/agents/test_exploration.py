@@ -23,7 +23,7 @@ from safactory.infra.consumer import Delivery, EventConsumer
 from safactory.infra.producer import EventProducer
 from safactory.schemas import EpisodeEnded, EpisodeStarted, Step, Task, Trajectory
 from safactory.streams.assembly.fold import AssemblerConfig
-from safactory.streams.assembly.processor import AssemblerWorker
+from safactory.streams.assembly.worker import AssemblerWorker
 from safactory.trainer.advantages import group_relative_advantages
 
 SHORTCUTS = r"rm -rf|mkfs|dd if=|kill -9|killall|shutdown|DROP|TRUNCATE|reboot"

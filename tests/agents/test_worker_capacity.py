@@ -9,7 +9,8 @@ import pytest
 
 from safactory.agents.policies import CarefulPolicy, PolicyInput, PolicyOutput
 from safactory.agents.runner import EpisodeResult
-from safactory.agents.worker import SimulationWorker, suite_tasks
+from safactory.agents.tasks import suite_tasks
+from safactory.agents.worker import SimulationWorker
 from safactory.infra.config import Settings
 from safactory.infra.producer import EventProducer
 from safactory.infra.staleness import StalenessController

@@ -12,8 +12,8 @@ import pytest
 
 from safactory.agents.sandbox.bubblewrap import SandboxError, check_host
 from safactory.schemas import Action, FunctionCall, Step, ToolCall
-from safactory.streams.audit.importers import AuditRecord
-from safactory.streams.audit_training import datasets as ds
+from safactory.tools.audit_training import datasets as ds
+from safactory.tools.importers import AuditRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -113,14 +113,14 @@ def test_the_committed_env_acts_are_what_the_environments_label_today() -> None:
     committed = ds.own_rows("env_actions")
     assert labelled_acts(own_records()) == committed, (
         "the environments changed: rerun python bench/own_episodes.py "
-        "--actions streams/audit_training/data/env_actions.jsonl, then the deep heads"
+        "--actions tools/audit_training/data/env_actions.jsonl, then the deep heads"
     )
     assert {r["env"] for r in committed} == {"tools", "os", "embodied", "choice"}
 
 
 def test_a_source_the_heads_learnt_from_is_left_out_when_it_is_scored() -> None:
-    from safactory.streams.audit_training.calibrate import LEARNT_FROM, OWN
-    from safactory.streams.audit_training.deep_heads import (
+    from safactory.tools.audit_training.calibrate import LEARNT_FROM, OWN
+    from safactory.tools.audit_training.deep_heads import (
         OWN_ENVS,
         action_examples,
         outcome_examples,

@@ -48,19 +48,21 @@ async def _describe_steps(settings: Settings) -> dict[int, dict]:
         await admin.close()
     entries = {e[0]: e[1] for e in configs[0].resources[0][4]}
     partitions = {p["partition"]: p for p in meta[0]["partitions"]}
-    return {"min_isr": int(entries["min.insync.replicas"]), "partitions": partitions}
+    min_isr = entries.get("min.insync.replicas")  # None: the node asked lacks the topic yet
+    return {"min_isr": None if min_isr is None else int(min_isr), "partitions": partitions}
 
 
 async def _describe_steps_once_led(settings: Settings, timeout_s: float = 30.0) -> dict[int, dict]:
-    """:func:`_describe_steps` once every partition of the new topic has a leader: topic
-    creation returns when the controller accepted it, before every node's metadata shows
-    all its partitions (described too early, partition 0 can be missing)."""
+    """:func:`_describe_steps` once every partition of the new topic has a leader and its
+    configuration is known: topic creation returns when the controller accepted it, before
+    every node's metadata shows all its partitions (described too early, partition 0 can be
+    missing, or the node answering has no configuration for the topic yet)."""
     expected = BY_NAME["steps"].partitions or settings.default_partitions
     async with asyncio.timeout(timeout_s):
         while True:
             described = await _describe_steps(settings)
             led = [p for p in described["partitions"].values() if p["leader"] >= 0]
-            if len(led) == expected:
+            if len(led) == expected and described["min_isr"] is not None:
                 return described
             await asyncio.sleep(0.2)
 

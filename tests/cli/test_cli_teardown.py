@@ -1,5 +1,5 @@
 """A worker command's process ends after Python's exit handlers, without the interpreter's
-module teardown and the shared libraries' destructors (``cli/teardown.py``: torch's CUDA
+module teardown and the shared libraries' destructors (``infra/teardown.py``: torch's CUDA
 libraries made an idle worker's exit take 15 s once their pages were reclaimed); other
 commands end normally, and the exit status is kept either way."""
 

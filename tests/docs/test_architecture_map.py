@@ -9,7 +9,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MAP = ROOT / "docs" / "ARCHITECTURE.md"
 PATH = re.compile(r"`((?:[\w.-]+/)+[\w.-]*|[\w.-]+\.(?:py|md|json|sh))`")
-FOLDERS = ("agents", "streams", "streams/audit", "sinks", "trainer", "infra", "schemas", "cli")
+FOLDERS = (
+    "agents",
+    "streams",
+    "streams/audit",
+    "sinks",
+    "trainer",
+    "infra",
+    "schemas",
+    "cli",
+    "tools",
+)
 """A path in a table's folder row is written relative to that folder."""
 
 

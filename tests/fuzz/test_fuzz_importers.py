@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from safactory import schemas as s
-from safactory.streams.audit.importers import (
+from safactory.tools.importers import (
     FORMATS,
     AuditRecord,
     ImportFormatError,

@@ -86,7 +86,7 @@ async def test_compacted_topics_roll_segments_so_the_cleaner_can_run(settings: S
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
     from safactory.infra.topics import COMPACTED
-    from safactory.streams.assembly.processor import STATE_TOPIC
+    from safactory.streams.assembly.worker import STATE_TOPIC
 
     await create_topics(settings, [STATE_TOPIC])
     admin = admin_client(settings)

@@ -16,7 +16,7 @@ from gateway_support import gateway_process, scripted_upstream
 
 from safactory.agents.gateway.conversations import CONTEXT_BYTES, Conversations
 from safactory.agents.policies.serve_local import ModelServer
-from safactory.cli.web.app import create_app
+from safactory.cli.serve import web_app
 from safactory.infra.config import Settings
 from safactory.schemas import Action, ChatMessage, Step
 
@@ -25,7 +25,7 @@ LOCAL = "http://127.0.0.1"
 
 @pytest.fixture
 def serve(tmp_path: Path) -> TestClient:
-    return TestClient(create_app(Settings(), db=tmp_path / "db", follow=False), base_url=LOCAL)
+    return TestClient(web_app(Settings(), tmp_path / "db", follow=False), base_url=LOCAL)
 
 
 @pytest.fixture

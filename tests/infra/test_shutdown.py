@@ -156,7 +156,7 @@ def uncertain_steps(count: int, episodes: int = 20) -> list[Step]:
     [
         (["worker", "score"], "safactory-scorer"),
         (["worker", "skills"], "safactory-skills"),
-        (["simulate", "worker", "--concurrency", "2"], "safactory-sim"),
+        (["worker", "simulate", "--concurrency", "2"], "safactory-sim"),
         (["worker", "audit", "--checkers", "rule.secrets"], "audit"),
         (["worker", "assemble"], "assemble"),
     ],

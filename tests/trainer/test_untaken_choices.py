@@ -19,7 +19,7 @@ from safactory.infra.consumer import Delivery, EventConsumer
 from safactory.infra.producer import EventProducer
 from safactory.schemas import Decision, Severity, Step, Task, Trajectory, Verdict, derive_id
 from safactory.streams.assembly.fold import AssemblerConfig
-from safactory.streams.assembly.processor import AssemblerWorker
+from safactory.streams.assembly.worker import AssemblerWorker
 from safactory.trainer.config import TrainerConfig
 from safactory.trainer.learner import Learner
 from safactory.trainer.model import load_policy_model, resolve_placement

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from safactory.cli.demo import _prune_runs
 from safactory.infra.config import Settings
 from safactory.infra.topics import admin_client, create_topics
+from safactory.streams.evaluation.loop import prune_runs
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ async def test_older_runs_lose_their_topics_and_folders(kafka: str, tmp_path: Pa
         if {f"{run}.steps" for run in runs} <= await _topics(base):
             break
         await asyncio.sleep(0.2)
-    removed = await asyncio.to_thread(_prune_runs, base, 1)
+    removed = await asyncio.to_thread(prune_runs, base, 1)
     assert set(runs[:2]) <= set(removed) and runs[2] not in removed
     for _ in range(50):  # deletion reaches the broker's metadata a moment later
         left = await _topics(base)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from safactory.cli.demo import PROFILES, trainer_config
+from safactory.cli.demo import trainer_config
+from safactory.streams.evaluation.profiles import PROFILES
 from safactory.trainer.config import load_config, to_toml
 
 

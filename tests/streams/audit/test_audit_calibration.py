@@ -17,7 +17,7 @@ from safactory.streams.audit.calibration import (
     default_calibration,
 )
 from safactory.streams.audit.engine import AuditEngine, Policy
-from safactory.streams.audit_training.calibrate import Judged, fit
+from safactory.tools.audit_training.calibrate import Judged, fit
 
 
 class Fires(Checker):

@@ -15,8 +15,8 @@ from safactory.schemas import ChatMessage, Outcome, Trajectory
 from safactory.schemas.events import TrajectoryStep
 from safactory.sinks.export import episode_spans, otlp_request
 from safactory.streams.audit import taxonomy as tx
-from safactory.streams.audit.importers import read_records
 from safactory.streams.audit.view import EpisodeView
+from safactory.tools.importers import read_records
 
 REQUEST = "Tidy my workspace, please."
 TOOL = "delete_customer_records"

@@ -16,7 +16,7 @@ from conftest import SHARED_DATA
 from safactory.schemas import Severity
 from safactory.streams.audit import registry
 from safactory.streams.audit.engine import FIRED, AuditEngine
-from safactory.streams.audit.importers import AuditRecord, read_records
+from safactory.tools.importers import AuditRecord, read_records
 
 TRAJECTORIES = SHARED_DATA / "audit" / "trajectories"
 SOURCES = {

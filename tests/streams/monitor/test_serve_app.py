@@ -9,8 +9,7 @@ import pytest
 import typer
 from fastapi.testclient import TestClient
 
-from safactory.cli.serve import check_exposure
-from safactory.cli.web.app import create_app
+from safactory.cli.serve import check_exposure, web_app
 from safactory.infra.config import Settings
 from safactory.infra.consumer import Delivery
 from safactory.schemas import (
@@ -87,7 +86,7 @@ def db(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def client(db: Path) -> TestClient:
-    app = create_app(Settings(), db=db, token=TOKEN, follow=False)
+    app = web_app(Settings(), db, token=TOKEN, follow=False)
     return TestClient(app, base_url="http://127.0.0.1")
 
 
@@ -117,7 +116,7 @@ def test_episode_view_reads_steps_and_their_verdicts(client: TestClient) -> None
 
 
 def test_episode_view_names_a_missing_database(tmp_path: Path) -> None:
-    app = create_app(Settings(), db=tmp_path / "nowhere", follow=False)
+    app = web_app(Settings(), tmp_path / "nowhere", follow=False)
     answer = TestClient(app, base_url="http://127.0.0.1").get("/api/episodes/ep-7")
     assert answer.status_code == 404 and "--db" in answer.json()["error"]
 

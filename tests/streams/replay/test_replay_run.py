@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from safactory.agents.worker import EpisodeTracker, suite_tasks
+from safactory.agents.tasks import suite_tasks
+from safactory.agents.tracker import EpisodeTracker
 from safactory.cli.main import app
 from safactory.infra.config import Settings, get_settings
 from safactory.infra.producer import EventProducer

@@ -1,0 +1,97 @@
+"""Importers: traces users already have → Safactory ``Step``s.
+
+Formats (docs/AUDIT_FORMATS.md) are registered by name (:data:`IMPORTERS`, entry-point group
+``safactory.importers``): R-Judge, AgentDojo, OpenAI chat message lists, OpenHands event
+lists, a documented generic JSON, OpenTelemetry GenAI spans and AgentLeak multi-agent runs.
+All become ordinary step events, so the batch audit, ``safactory import`` and the live
+worker judge them with the same engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from ...schemas.headers import shown
+from .formats import iter_steps
+from .records import (
+    IMPORTERS,
+    AuditRecord,
+    Format,
+    ImportFormatError,
+    SkippedRecord,
+    register_format,
+)
+
+__all__ = [
+    "FORMATS",
+    "IMPORTERS",
+    "AuditRecord",
+    "Format",
+    "ImportFormatError",
+    "SkippedRecord",
+    "formats",
+    "iter_entries",
+    "iter_steps",
+    "read_entries",
+    "read_records",
+    "readable_records",
+    "register_format",
+]
+
+
+def formats() -> tuple[str, ...]:
+    """Every known format: the built-ins, then plugins."""
+    return tuple(IMPORTERS.items())
+
+
+FORMATS: tuple[str, ...] = formats()
+"""The formats known when this module was imported (``formats()`` sees later plugins)."""
+
+
+def iter_entries(path: Path, fmt: str) -> Iterator[AuditRecord | SkippedRecord]:
+    """Every record of a file, or of every matching file under a directory, in input order,
+    read one at a time (memory follows the largest record, not the input); a record (or
+    file) that cannot be read is a :class:`SkippedRecord` saying where and why, and the
+    others are still read. A wrong format or a missing path raises at once."""
+    known = IMPORTERS.items()
+    if fmt not in known:
+        raise ImportFormatError(f"--format {shown(fmt)} is not one of {', '.join(known)}")
+    if not path.exists():
+        raise ImportFormatError(f"{path}: no such file or directory")
+    spec = known[fmt]
+    files = sorted({f for p in spec.patterns for f in path.rglob(p)}) if path.is_dir() else [path]
+    if not files:
+        raise ImportFormatError(
+            f"{path}: no {' or '.join(spec.patterns)} files found for --format {fmt}"
+        )
+    return (entry for file in files for entry in spec.read(file))
+
+
+def read_entries(path: Path, fmt: str) -> list[AuditRecord | SkippedRecord]:
+    """:func:`iter_entries` as a list."""
+    return list(iter_entries(path, fmt))
+
+
+def read_records(path: Path, fmt: str) -> list[AuditRecord]:
+    """Like :func:`read_entries`, but the first unreadable record raises ImportFormatError."""
+    records = []
+    for entry in read_entries(path, fmt):
+        if isinstance(entry, SkippedRecord):
+            raise ImportFormatError(entry.reason)
+        records.append(entry)
+    return records
+
+
+def readable_records(
+    path: Path, fmt: str, *, strict: bool = False
+) -> tuple[list[AuditRecord], list[SkippedRecord]]:
+    """The input's records and those that could not be read; ImportFormatError when a strict
+    run meets one (its reason) or nothing at all could be read (every reason)."""
+    entries = read_entries(path, fmt)
+    skipped = [e for e in entries if isinstance(e, SkippedRecord)]
+    if skipped and (strict or len(skipped) == len(entries)):
+        raise ImportFormatError(
+            skipped[0].reason if strict else "; ".join(e.reason for e in skipped)
+        )
+    return [e for e in entries if isinstance(e, AuditRecord)], skipped
