@@ -19,7 +19,13 @@ model:
   value made up, and is left out (:func:`possible`);
 * **envs** — an env the request names ("the choice env") is filtered on; one it never
   names is not (:func:`unguessed`), and one it names that the database lacks, or a risk
-  type likewise, is asked about.
+  type likewise, is asked about;
+* **shape** — the plan's shape is the one the request asks for: rows are ranked, counted,
+  turned into a rate or a histogram, re-audited down to the changed ones, scored by the
+  language model, only when the request says so (:func:`asked_ranking`,
+  :func:`asked_grouping`, :func:`asked_rate`, :func:`asked_histogram`,
+  :func:`asked_changed`, :func:`said_lm`), and a step reads only columns its rows can have
+  (:func:`held_columns`, :func:`scored_first`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ...schemas import Decision, Outcome, Severity
+from ..tables import COMMON, EXTRA
 from .corpus import CHECKERS, ENVS, EXTENSION, MEANS, NOUNS, RATES, RISKS, SINGULAR, UNKNOWN_ENVS
 from .plan import Plan
 
@@ -314,6 +321,22 @@ NOT_A_NAME = {
     "from",
     "for",
     "agent",
+    "me",  # and the verbs a request opens with: "pull env by env averages"
+    "pull",
+    "show",
+    "get",
+    "give",
+    "list",
+    "fetch",
+    "grab",
+    "see",
+    "find",
+    "count",
+    "compute",
+    "chart",
+    "plot",
+    "graph",
+    "draw",
 }
 RECORDS = r"(?:agents?\s+)?(?:{})".format(
     "|".join(
@@ -390,6 +413,23 @@ def _selecting(plan: Plan, **update: Any) -> Plan:
     return plan.model_copy(update={"steps": [select, *plan.steps[1:]]})
 
 
+def _unsearched(intent: str, plan: Plan, risk: str) -> Plan:
+    """``plan`` without a search whose query is only the name of ``risk`` and whose ``k``
+    the request never states: "verdicts about data poisoning" asks for that risk type's verdicts,
+    all of them, not the 20 whose text reads most like the words."""
+    forms = {risk, risk.replace("_", " "), *(f.lower() for f in RISKS[risk])}
+    kept = [
+        s
+        for s in plan.steps
+        if not (
+            s.NAME == "search"
+            and s.k not in stated_numbers(intent)
+            and s.query.lower().strip(" .") in forms
+        )
+    ]
+    return plan.model_copy(update={"steps": kept})
+
+
 def unguessed(intent: str, plan: Plan) -> tuple[Plan, str | None]:
     """``plan`` with what the planner guessed settled: an env filter the request never
     states is dropped (a filter nobody asked for is not applied), one it names
@@ -405,6 +445,8 @@ def unguessed(intent: str, plan: Plan) -> tuple[Plan, str | None]:
     if env and getattr(select, "env", None) != env and "env" not in grouped:
         plan = _selecting(plan, env=env)
     risks = named(intent, "risk_type", list(RISKS))
+    if len(risks) == 1 and select.table == "verdicts":
+        plan = _unsearched(intent, plan, risks[0])
     if (
         len(risks) == 1
         and select.table == "verdicts"
@@ -568,9 +610,209 @@ def said_values(intent: str, plan: Plan) -> Plan:
     return plan.model_copy(update={"steps": kept})
 
 
+RANKING = re.compile(
+    r"\b(?:top|best|worst|bottom|most|least|latest|newest|oldest|recent\w*|earliest|last|first"
+    r"|next|high\w*|low\w*|big\w*|large\w*|small\w*|great\w*|long\w*|short\w*|max\w*"
+    r"|min\w*|rank\w*|sort\w*|order\w*|lead\w*|strong\w*|weak\w*|riski\w*|hard\w*|easi\w*"
+    r"|worse|better|peak|extreme\w*|fresh\w*|limit)\b"
+)
+"""The words that ask for rows ranked by something."""
+
+
+def asked_ranking(intent: str, plan: Plan) -> Plan:
+    """``plan`` without a ``top`` the request never asks for: one whose ``k`` it does not
+    state, when it says no word of ranking (:data:`RANKING`). "List the episodes" is every
+    episode, not the 5 newest."""
+    if RANKING.search(intent.lower()):
+        return plan
+    numbers = stated_numbers(intent)
+    kept = [s for s in plan.steps if not (s.NAME == "top" and s.k not in numbers)]
+    return plan.model_copy(update={"steps": kept})
+
+
+def _step(plan: Plan, step: dict[str, Any]) -> BaseModel:
+    """``step`` as an operator of ``plan`` (validated after its first step)."""
+    first = plan.steps[0].model_dump(exclude_unset=True)
+    return Plan.model_validate({"steps": [first, step]}).steps[1]
+
+
+DENIED = re.compile(r"\b(?:not|no|rather than|instead of|never)(?: an?| the| as| in)?\s*$")
+
+
+def affirmed(words: re.Pattern[str], intent: str) -> bool:
+    """Whether the request says one of ``words`` other than to deny it: "the mean, not the
+    distribution" does not ask for a distribution."""
+    said = intent.lower()
+    return any(not DENIED.search(said[: m.start()]) for m in words.finditer(said))
+
+
+RATE_SAID = re.compile(
+    r"\b(?:rates?|share|fraction|proportion|percent\w*|ratio|how often|how likely|in a hundred"
+    r"|out of every)\b|%"
+)
+"""The words that ask how often something holds: a rate, not a count."""
+
+
+def asked_rate(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose counts of the rows where a yes/no column holds become that column's
+    rate when the request asks how often (:data:`RATE_SAID`): "per policy, how many steps in
+    a hundred were blocked" is the mean of ``blocked`` per policy, not a count of blocked
+    steps."""
+    if not affirmed(RATE_SAID, intent):
+        return plan
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        if not (step.NAME == "where" and step.column in RATES and step.equals is True):
+            continue
+        later = [j for j in range(i + 1, len(steps)) if steps[j].NAME == "aggregate"]
+        if later and steps[later[0]].mean is None:
+            steps[later[0]] = steps[later[0]].model_copy(update={"mean": step.column})
+            return plan.model_copy(update={"steps": steps[:i] + steps[i + 1 :]})
+    return plan
+
+
+HISTOGRAM_SAID = re.compile(r"\b(?:histograms?|bins?|buckets?|binned|bucketed|distribut\w*)\b")
+"""The words that ask how values spread: a histogram, not an average."""
+
+
+def asked_histogram(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose average of a column becomes that column's histogram when the request
+    asks how it spreads (:data:`HISTOGRAM_SAID`) and the plan draws none: "count episode
+    rewards per bin" counts rows per bin of the reward."""
+    if not affirmed(HISTOGRAM_SAID, intent) or any(s.NAME == "histogram" for s in plan.steps):
+        return plan
+    for i, step in enumerate(plan.steps):
+        if step.NAME == "aggregate" and step.mean:
+            histogram = _step(plan, {"op": "histogram", "column": step.mean})
+            return plan.model_copy(update={"steps": [*plan.steps[:i], histogram]})
+    return plan
+
+
+GROUPING = re.compile(
+    r"\b(?:per|each|every|by|how many|count\w*|number|numbers|tall\w*|totals?|break\w*|split"
+    r"|group\w*|average\w*|mean|avg|rates?|share|fraction|proportion|percent\w*|how often"
+    r"|frequen\w*|times|across|compare\w*|versus|vs|distribution|spread|histogram|bins?"
+    r"|buckets?|sum\w*|stat\w*|most|least|fewest|often|(?:has|have) the)\b|%"
+)
+"""The words that ask for rows counted or averaged in groups."""
+
+
+def asked_grouping(intent: str, plan: Plan) -> Plan:
+    """``plan`` without an aggregate (and what draws it) the request never asks for: one
+    that says no word of counting or grouping (:data:`GROUPING`) wants the rows. "What
+    medium-and-up verdicts do we have?" lists them."""
+    if affirmed(GROUPING, intent):
+        return plan
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        if step.NAME == "aggregate":
+            rest = [s for s in steps[i + 1 :] if s.NAME == "export"]
+            return plan.model_copy(update={"steps": steps[:i] + rest})
+    return plan
+
+
+CHANGED_SAID = re.compile(r"\b(?:chang\w*|differ\w*|flip\w*|new decision|now get)\b")
+"""The words that ask for the re-audited steps whose decision changed."""
+
+
+def asked_changed(intent: str, plan: Plan) -> Plan:
+    """``plan`` that keeps only the steps whose decision changed after a re-audit when the
+    request asks for those (:data:`CHANGED_SAID`), and every re-audited step when it does
+    not."""
+    steps = list(plan.steps)
+    at = next((i for i, s in enumerate(steps) if s.NAME == "reaudit"), None)
+    if at is None:
+        return plan
+    kept = [s for s in steps if not (s.NAME == "where" and s.column == "changed")]
+    if affirmed(CHANGED_SAID, intent):
+        changed = _step(plan, {"op": "where", "column": "changed", "equals": True})
+        at = next(i for i, s in enumerate(kept) if s.NAME == "reaudit")
+        kept.insert(at + 1, changed)
+    return plan.model_copy(update={"steps": kept})
+
+
+def said_lm(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose scoring uses the language model when, and only when, the request says
+    so (:data:`LM_SAID`): it is slow, and its figures (perplexity, IFD) differ."""
+    lm = bool(LM_SAID.search(intent.lower()))
+    steps = [
+        s.model_copy(update={"lm": lm}) if s.NAME == "score" and s.lm != lm else s
+        for s in plan.steps
+    ]
+    return plan.model_copy(update={"steps": steps})
+
+
+RECENT_SAID = re.compile(r"\b(?:latest|newest|most recent|last|recent)\b")
+OLDEST_SAID = re.compile(r"\b(?:oldest|earliest|first)\b")
+
+
+def asked_latest(intent: str, plan: Plan) -> Plan:
+    """``plan`` that keeps the newest (or oldest) ``N`` rows when the request asks for "the
+    100 most recent" and the plan neither limits nor uses the number."""
+    said = intent.lower()
+    if any(s.NAME in ("top", "sample", "diverse", "search", "aggregate") for s in plan.steps):
+        return plan
+    oldest = bool(OLDEST_SAID.search(said))
+    if not (oldest or RECENT_SAID.search(said)):
+        return plan
+    loose = [n for n in loose_numbers(intent) if n == int(n) and not _used(n, _values(plan))]
+    if len(loose) != 1:
+        return plan
+    top = {"op": "top", "column": "produced_at", "k": int(loose[0])} | (
+        {"lowest": True} if oldest else {}
+    )
+    exports = [s for s in plan.steps if s.NAME == "export"]
+    steps = [s for s in plan.steps if s.NAME != "export"]
+    return plan.model_copy(update={"steps": [*steps, _step(plan, top), *exports]})
+
+
+def held_columns(plan: Plan) -> Plan:
+    """``plan`` without a filter on a column its rows cannot have (neither the table's nor
+    one an earlier step adds): "quality scores … where injected" is a filter made up, and it
+    would fail. After a join or an aggregate the columns are the step's own, so left as
+    written."""
+    first = plan.steps[0]
+    if first.NAME != "select":
+        return plan
+    held = {f.name for f in [*COMMON, *EXTRA[first.table]]}
+    kept = [first]
+    for step in plan.steps[1:]:
+        if step.NAME in ("join", "aggregate"):
+            return plan
+        if step.NAME == "where" and step.column not in held:
+            continue
+        held |= set(getattr(step, "ADDS", ()))
+        kept.append(step)
+    return plan.model_copy(update={"steps": kept})
+
+
+SCORED = ("quality", "complexity", "novelty", "safety", "ifd", "perplexity", "value")
+"""The columns only the ``score`` operator makes."""
+LM_SAID = re.compile(r"\b(?:language model|lm|llm|perplexity|ifd|instruction[- ]following)\b")
+
+
+def scored_first(intent: str, plan: Plan) -> Plan:
+    """``plan`` with a ``score`` before the first step that uses a column only ``score``
+    makes (:data:`SCORED`) on trajectories, when no step before it scores: a trajectory's
+    value exists only once it is scored, by the language model too when the request says
+    so."""
+    steps = list(plan.steps)
+    if steps[0].table != "trajectories":
+        return plan
+    for i, step in enumerate(steps):
+        if step.NAME == "score":
+            return plan
+        used = {v for v in step.model_dump().values() if isinstance(v, str)}
+        if i and used & set(SCORED):
+            lm = bool(LM_SAID.search(intent.lower()))
+            score = _step(plan, {"op": "score", "lm": lm})
+            return plan.model_copy(update={"steps": [*steps[:i], score, *steps[i:]]})
+    return plan
+
+
 SEVERITY_SAID = re.compile(
-    r"\b(?:sever\w*|serious|critical|high|medium|low|minor|major|moderate|worse|raised|flag\w*"
-    r"|fir(?:e|ed|es|ing|ings)|finding\w*|issues?|problems?|caught|alerts?|trigger\w*|hits?"
+    r"\b(?:sever\w*|serious|critical|(?<!how )high|medium|(?<!how )low|minor|major|moderate"
+    r"|worse|raised|flag\w*|fir(?:e|ed|es|ing|ings)|finding\w*|issues?|problems?|caught|alerts?|trigger\w*|hits?"
     r"|non-benign|non-trivial)\b"
 )
 """The words that speak of a verdict's severity, or of verdicts that fired at all."""
@@ -588,7 +830,11 @@ def said_severity(intent: str, plan: Plan) -> Plan:
 def ground(intent: str, plan: Plan) -> tuple[Plan, str | None]:
     """``plan`` grounded in ``intent`` by every rule here, with what to ask about (None when
     nothing)."""
-    plan = possible(polarized(intent, filled(intent, plan)))
+    plan = asked_histogram(intent, asked_rate(intent, plan))
+    plan = held_columns(possible(polarized(intent, filled(intent, plan))))
     plan = said_severity(intent, said_values(intent, plan))
-    plan = asked_outputs(intent, said_means(intent, plan))
+    plan = asked_outputs(intent, said_means(intent, asked_ranking(intent, plan)))
+    plan = asked_latest(intent, asked_grouping(intent, plan))
+    plan = said_lm(intent, asked_changed(intent, plan))
+    plan = scored_first(intent, plan)
     return unguessed(intent, plan)

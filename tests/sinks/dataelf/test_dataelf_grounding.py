@@ -10,16 +10,26 @@ import pytest
 from safactory.agents import env_names
 from safactory.sinks.dataelf.corpus import pairs
 from safactory.sinks.dataelf.grounding import (
+    asked_changed,
+    asked_grouping,
+    asked_histogram,
+    asked_latest,
     asked_outputs,
+    asked_ranking,
+    asked_rate,
     filled,
     ground,
     grounded,
+    held_columns,
     loose_numbers,
     polarity,
     polarized,
     possible,
+    said_lm,
     said_means,
+    said_severity,
     said_values,
+    scored_first,
     stated_env,
     stated_numbers,
     unguessed,
@@ -238,3 +248,156 @@ def test_an_average_is_of_the_column_the_request_says() -> None:
         {"op": "aggregate", "by": ["env"], "mean": "num_steps"},
     )
     assert said_means("average length of trajectories per env", long).steps[1].mean == "num_steps"
+
+
+def test_rows_listed_are_not_ranked_unless_the_request_ranks_them() -> None:
+    guessed = plan(
+        {"op": "select", "table": "episodes"}, {"op": "top", "column": "produced_at", "k": 5}
+    )
+    assert [s.NAME for s in asked_ranking("list the episode rows", guessed).steps] == ["select"]
+    for ranked in ("the newest episodes", "the 5 episodes", "episodes, most recent first"):
+        assert asked_ranking(ranked, guessed) == guessed
+
+
+def test_a_risk_type_said_by_its_name_is_a_filter_not_a_search() -> None:
+    searched = plan(
+        {"op": "select", "table": "verdicts"}, {"op": "search", "query": "data poisoning"}
+    )
+    got, about = unguessed("list the audit verdicts about data poisoning", searched)
+    assert about is None
+    assert got.model_dump(exclude_unset=True)["steps"] == [
+        {"op": "select", "table": "verdicts", "risk_type": "data_poisoning"}
+    ]
+    counted = plan(
+        {"op": "select", "table": "verdicts"},
+        {"op": "search", "query": "data poisoning", "k": 7},
+    )
+    kept, _ = unguessed("the 7 verdicts nearest data poisoning", counted)
+    assert [s.NAME for s in kept.steps] == ["select", "search"]
+
+
+def test_value_is_scored_before_it_is_used() -> None:
+    unscored = plan(
+        {"op": "select", "table": "trajectories"},
+        {"op": "diverse", "k": 12, "weight": "value"},
+    )
+    got = scored_first(
+        "12 diverse trajectories weighted by value with the language model", unscored
+    )
+    assert [(s.NAME, getattr(s, "lm", None)) for s in got.steps] == [
+        ("select", None),
+        ("score", True),
+        ("diverse", None),
+    ]
+    scored = plan(
+        {"op": "select", "table": "trajectories"},
+        {"op": "score"},
+        {"op": "top", "column": "value", "k": 3},
+    )
+    assert scored_first("the 3 most valuable trajectories", scored) == scored
+
+
+def test_how_high_asks_a_magnitude_not_a_severity() -> None:
+    floored = plan(
+        {"op": "select", "table": "verdicts", "min_severity": "low"},
+        {"op": "aggregate", "by": ["decision"], "mean": "score"},
+    )
+    assert (
+        said_severity("how high is the score on average per decision", floored)
+        .steps[0]
+        .min_severity
+        is None
+    )
+    assert (
+        said_severity("high-severity verdicts per decision", floored).steps[0].min_severity == "low"
+    )
+
+
+def test_how_often_is_a_rate_and_per_bin_a_histogram_unless_denied() -> None:
+    counted = plan(
+        {"op": "select", "table": "steps"},
+        {"op": "where", "column": "blocked", "equals": True},
+        {"op": "aggregate", "by": ["policy_version"]},
+    )
+    rate = asked_rate("per policy, how many steps in a hundred were blocked", counted)
+    assert rate.model_dump(exclude_unset=True)["steps"][1:] == [
+        {"op": "aggregate", "by": ["policy_version"], "mean": "blocked"}
+    ]
+    assert asked_rate("the number, not the rate, of blocked steps per policy", counted) == counted
+    averaged = plan(
+        {"op": "select", "table": "episodes"},
+        {"op": "aggregate", "by": ["env"], "mean": "task_reward"},
+    )
+    spread = asked_histogram("count episode rewards per bin", averaged)
+    assert [(s.NAME, getattr(s, "column", None)) for s in spread.steps] == [
+        ("select", None),
+        ("histogram", "task_reward"),
+    ]
+    assert asked_histogram("the mean reward, not the distribution, per env", averaged) == averaged
+
+
+def test_rows_asked_for_are_not_counted_in_groups() -> None:
+    counted = plan(
+        {"op": "select", "table": "verdicts", "min_severity": "medium"},
+        {"op": "aggregate", "by": ["decision"]},
+    )
+    listed = asked_grouping("What medium-and-up verdicts do we have?", counted)
+    assert [s.NAME for s in listed.steps] == ["select"]
+    for grouped in ("medium-and-up verdicts per decision", "which decision has the most verdicts"):
+        assert asked_grouping(grouped, counted) == counted
+    saved = plan(
+        {"op": "select", "table": "verdicts"},
+        {"op": "aggregate", "by": ["decision"]},
+        {"op": "export", "format": "csv", "name": "verdicts.csv"},
+    )
+    assert [s.NAME for s in asked_grouping("medium verdicts to a .csv file", saved).steps] == [
+        "select",
+        "export",
+    ]
+
+
+def test_a_reaudit_keeps_the_changed_steps_when_asked_and_all_when_not() -> None:
+    judged = plan({"op": "select", "table": "steps"}, {"op": "reaudit"})
+    changed = asked_changed("re-audit steps, changed decisions only", judged)
+    assert [(s.NAME, getattr(s, "column", None)) for s in changed.steps] == [
+        ("select", None),
+        ("reaudit", None),
+        ("where", "changed"),
+    ]
+    assert asked_changed("re-audit the steps", changed) == judged
+
+
+def test_the_language_model_scores_when_the_request_says_so() -> None:
+    scored = plan({"op": "select", "table": "trajectories"}, {"op": "score"})
+    assert said_lm("data value of every rollout with the language model", scored).steps[1].lm
+    lm = plan({"op": "select", "table": "trajectories"}, {"op": "score", "lm": True})
+    assert said_lm("score the rollouts for training value", lm).steps[1].lm is False
+
+
+def test_the_n_most_recent_rows_are_the_newest_n() -> None:
+    today = plan({"op": "select", "table": "episodes", "within_days": 1})
+    newest = asked_latest("the 100 most recent episodes today", today)
+    assert newest.model_dump(exclude_unset=True)["steps"][1] == {
+        "op": "top",
+        "column": "produced_at",
+        "k": 100,
+    }
+    assert asked_latest("episodes of the last 3 days", today) == today
+
+
+def test_a_filter_on_a_column_the_rows_lack_is_left_out() -> None:
+    made_up = plan(
+        {"op": "select", "table": "scores", "within_days": 10},
+        {"op": "where", "column": "injected", "equals": True},
+    )
+    assert [s.NAME for s in held_columns(made_up).steps] == ["select"]
+    injected = plan(
+        {"op": "select", "table": "steps"}, {"op": "where", "column": "injected", "equals": True}
+    )
+    assert held_columns(injected) == injected
+    reaudited = plan(
+        {"op": "select", "table": "steps"},
+        {"op": "reaudit"},
+        {"op": "where", "column": "changed", "equals": True},
+    )
+    assert held_columns(reaudited) == reaudited
