@@ -11,7 +11,9 @@ The planner under test is the fine-tuned SmolLM2 here (``--weights DIR`` for ano
 build), or ``--endpoint URL --model NAME`` (any OpenAI-compatible server). The intents are
 ``tests/data/intents.jsonl`` (40 careful plans, never trained on), ``--intents
 tests/data/intents_reworded.jsonl`` (the same 40 reworded by someone who never saw the
-corpus), or ``--dev N``: N pairs of the corpus's held-out dev frames (a question back counts
+corpus), ``--intents tests/data/intents_fresh.jsonl`` (40 more, written with their careful
+plans from the tables and operators alone by someone who saw neither the corpus, the
+planner, nor the other sets), or ``--dev N``: N pairs of the corpus's held-out dev frames (a question back counts
 as right there when it is the question the pair asks).
 """
 

@@ -360,11 +360,13 @@ class EmbeddedPlanner:
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
         from ...infra.grammar import json_schema
         from .tuning import ensure_planner
 
         path = model_path or ensure_planner()
+        hf_logging.disable_progress_bar()  # a question back is the output's last line
         self.values = values
         self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         self.model = AutoModelForCausalLM.from_pretrained(
