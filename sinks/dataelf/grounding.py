@@ -791,21 +791,19 @@ SCORED = ("quality", "complexity", "novelty", "safety", "ifd", "perplexity", "va
 LM_SAID = re.compile(r"\b(?:language model|lm|llm|perplexity|ifd|instruction[- ]following)\b")
 
 
-def scored_first(intent: str, plan: Plan) -> Plan:
+def scored_first(plan: Plan) -> Plan:
     """``plan`` with a ``score`` before the first step that uses a column only ``score``
     makes (:data:`SCORED`) on trajectories, when no step before it scores: a trajectory's
-    value exists only once it is scored, by the language model too when the request says
-    so."""
+    value exists only once it is scored (:func:`said_lm` then says by what)."""
     steps = list(plan.steps)
-    if steps[0].table != "trajectories":
+    if getattr(steps[0], "table", None) != "trajectories":
         return plan
     for i, step in enumerate(steps):
         if step.NAME == "score":
             return plan
         used = {v for v in step.model_dump().values() if isinstance(v, str)}
         if i and used & set(SCORED):
-            lm = bool(LM_SAID.search(intent.lower()))
-            score = _step(plan, {"op": "score", "lm": lm})
+            score = _step(plan, {"op": "score"})
             return plan.model_copy(update={"steps": [*steps[:i], score, *steps[i:]]})
     return plan
 
@@ -835,6 +833,5 @@ def ground(intent: str, plan: Plan) -> tuple[Plan, str | None]:
     plan = said_severity(intent, said_values(intent, plan))
     plan = asked_outputs(intent, said_means(intent, asked_ranking(intent, plan)))
     plan = asked_latest(intent, asked_grouping(intent, plan))
-    plan = said_lm(intent, asked_changed(intent, plan))
-    plan = scored_first(intent, plan)
+    plan = said_lm(intent, scored_first(asked_changed(intent, plan)))
     return unguessed(intent, plan)

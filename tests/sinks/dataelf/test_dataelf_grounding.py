@@ -281,9 +281,7 @@ def test_value_is_scored_before_it_is_used() -> None:
         {"op": "select", "table": "trajectories"},
         {"op": "diverse", "k": 12, "weight": "value"},
     )
-    got = scored_first(
-        "12 diverse trajectories weighted by value with the language model", unscored
-    )
+    got, _ = ground("12 diverse trajectories weighted by value with the language model", unscored)
     assert [(s.NAME, getattr(s, "lm", None)) for s in got.steps] == [
         ("select", None),
         ("score", True),
@@ -294,7 +292,7 @@ def test_value_is_scored_before_it_is_used() -> None:
         {"op": "score"},
         {"op": "top", "column": "value", "k": 3},
     )
-    assert scored_first("the 3 most valuable trajectories", scored) == scored
+    assert scored_first(scored) == scored
 
 
 def test_how_high_asks_a_magnitude_not_a_severity() -> None:
