@@ -26,6 +26,9 @@ model:
   :func:`asked_grouping`, :func:`asked_rate`, :func:`asked_histogram`,
   :func:`asked_changed`, :func:`said_lm`), and a step reads only columns its rows can have
   (:func:`held_columns`, :func:`scored_first`).
+
+What a request states that the plan left out (a bound, a fact, a version, a label...) is put
+back by :mod:`.stated`; :func:`ground` applies both.
 """
 
 from __future__ import annotations
@@ -40,6 +43,22 @@ from ...schemas import Decision, Outcome, Severity
 from ..tables import COMMON, EXTRA
 from .corpus import CHECKERS, ENVS, EXTENSION, MEANS, NOUNS, RATES, RISKS, SINGULAR, UNKNOWN_ENVS
 from .plan import Plan
+from .stated import (
+    said_bounds,
+    said_facts,
+    said_groups,
+    said_join,
+    said_outcome,
+    said_poison,
+    said_poisoning,
+    said_quote,
+    said_random,
+    said_search,
+    said_severity_floor,
+    said_top,
+    said_version,
+    step_in,
+)
 
 NUMBER_WORDS = {
     "one": 1,
@@ -276,15 +295,19 @@ DOMAINS = {
 
 
 def possible(plan: Plan) -> Plan:
-    """``plan`` without a ``where`` on a value its column can never hold (:data:`DOMAINS`)."""
+    """``plan`` without a ``where`` on a value its column can never hold (:data:`DOMAINS`),
+    nor a numeric bound on a column of names ("severity at most 10")."""
     kept = [
         s
         for s in plan.steps
         if not (
             s.NAME == "where"
-            and isinstance(getattr(s, "equals", None), str)
             and s.column in DOMAINS
-            and s.equals not in DOMAINS[s.column]
+            and (
+                (isinstance(s.equals, str) and s.equals not in DOMAINS[s.column])
+                or s.min is not None
+                or s.max is not None
+            )
         )
     ]
     return plan.model_copy(update={"steps": kept})
@@ -430,9 +453,15 @@ def _unsearched(intent: str, plan: Plan, risk: str) -> Plan:
     return plan.model_copy(update={"steps": kept})
 
 
+RISK_NAMED = re.compile(
+    r"\b(?:about|regarding|concerning|involving|flagging|for|of type|risks?|risk types?)\s+\w"
+)
+"""How a request names a risk (known or not): "verdicts about spam" asks which is meant."""
+
+
 def unguessed(intent: str, plan: Plan) -> tuple[Plan, str | None]:
-    """``plan`` with what the planner guessed settled: an env filter the request never
-    states is dropped (a filter nobody asked for is not applied), one it names
+    """``plan`` with what the planner guessed settled: an env, task or risk-type filter the
+    request never states is dropped (a filter nobody asked for is not applied), one it names
     (:func:`stated_env`) is the one filtered on, whatever the plan guessed, and so is a risk
     type it names for verdicts; an env or risk type the request names but the database
     lacks is a question (returned: what to ask about)."""
@@ -456,9 +485,15 @@ def unguessed(intent: str, plan: Plan) -> tuple[Plan, str | None]:
         and not any(getattr(s, "column", None) == "checker" for s in plan.steps)
     ):
         plan = _selecting(plan, risk_type=risks[0])
+    task = getattr(select, "task", None)
+    if task and task.lower() not in intent.lower():  # a task id is said as it is written
+        plan = _selecting(plan, task=None)
     about = unnamed(intent, plan)
     if about == "env" and said_env is None:
         plan = _selecting(plan, env=None)
+        about = unnamed(intent, plan)
+    if about == "risk_type" and not RISK_NAMED.search(intent.lower()):
+        plan = _selecting(plan, risk_type=None)  # no risk type said: none is filtered on
         about = unnamed(intent, plan)
     return plan, about
 
@@ -630,12 +665,6 @@ def asked_ranking(intent: str, plan: Plan) -> Plan:
     return plan.model_copy(update={"steps": kept})
 
 
-def _step(plan: Plan, step: dict[str, Any]) -> BaseModel:
-    """``step`` as an operator of ``plan`` (validated after its first step)."""
-    first = plan.steps[0].model_dump(exclude_unset=True)
-    return Plan.model_validate({"steps": [first, step]}).steps[1]
-
-
 DENIED = re.compile(r"\b(?:not|no|rather than|instead of|never)(?: an?| the| as| in)?\s*$")
 
 
@@ -683,7 +712,7 @@ def asked_histogram(intent: str, plan: Plan) -> Plan:
         return plan
     for i, step in enumerate(plan.steps):
         if step.NAME == "aggregate" and step.mean:
-            histogram = _step(plan, {"op": "histogram", "column": step.mean})
+            histogram = step_in(plan, {"op": "histogram", "column": step.mean})
             return plan.model_copy(update={"steps": [*plan.steps[:i], histogram]})
     return plan
 
@@ -725,7 +754,7 @@ def asked_changed(intent: str, plan: Plan) -> Plan:
         return plan
     kept = [s for s in steps if not (s.NAME == "where" and s.column == "changed")]
     if affirmed(CHANGED_SAID, intent):
-        changed = _step(plan, {"op": "where", "column": "changed", "equals": True})
+        changed = step_in(plan, {"op": "where", "column": "changed", "equals": True})
         at = next(i for i, s in enumerate(kept) if s.NAME == "reaudit")
         kept.insert(at + 1, changed)
     return plan.model_copy(update={"steps": kept})
@@ -763,7 +792,7 @@ def asked_latest(intent: str, plan: Plan) -> Plan:
     )
     exports = [s for s in plan.steps if s.NAME == "export"]
     steps = [s for s in plan.steps if s.NAME != "export"]
-    return plan.model_copy(update={"steps": [*steps, _step(plan, top), *exports]})
+    return plan.model_copy(update={"steps": [*steps, step_in(plan, top), *exports]})
 
 
 def held_columns(plan: Plan) -> Plan:
@@ -803,7 +832,7 @@ def scored_first(plan: Plan) -> Plan:
             return plan
         used = {v for v in step.model_dump().values() if isinstance(v, str)}
         if i and used & set(SCORED):
-            score = _step(plan, {"op": "score"})
+            score = step_in(plan, {"op": "score"})
             return plan.model_copy(update={"steps": [*steps[:i], score, *steps[i:]]})
     return plan
 
@@ -828,6 +857,10 @@ def said_severity(intent: str, plan: Plan) -> Plan:
 def ground(intent: str, plan: Plan) -> tuple[Plan, str | None]:
     """``plan`` grounded in ``intent`` by every rule here, with what to ask about (None when
     nothing)."""
+    plan = said_outcome(intent, said_facts(intent, said_bounds(intent, plan)))
+    plan = said_poison(intent, said_poisoning(intent, said_join(intent, plan)))
+    plan = said_top(intent, said_groups(intent, said_search(intent, said_quote(intent, plan))))
+    plan = said_random(intent, said_severity_floor(intent, said_version(intent, plan)))
     plan = asked_histogram(intent, asked_rate(intent, plan))
     plan = held_columns(possible(polarized(intent, filled(intent, plan))))
     plan = said_severity(intent, said_values(intent, plan))

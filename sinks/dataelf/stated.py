@@ -1,0 +1,505 @@
+"""What a request states in so many words that a plan left out. A small planner drops a
+fact it was told as often as it invents one (:mod:`.grounding` removes what was invented);
+each rule here puts back one kind of stated fact, by principle, never by a dataset's words:
+
+* **a bound on a number** — "a reward over 0.5", "scored 0.5 or higher", "longer than 5
+  steps" is a filter on that column (:func:`said_bounds`), not a search for the words;
+* **a yes/no fact** — a step's injection or block is a column: "steps with an injection
+  inserted" filters on it (:func:`said_facts`), it does not search text for the word;
+* **an outcome** — "trajectories that succeeded" are those whose outcome is success
+  (:func:`said_outcome`);
+* **a kind of poisoning** — "backdoor triggers", "flipped labels" keep the rows the
+  poisoning check found of that kind (:func:`said_poison`);
+* **groups** — "for each checker, how many …" counts per checker (:func:`said_groups`);
+* **a ranking** — "the top 20 … by value" keeps the 20 highest (:func:`said_top`);
+* **a likeness** — "steps that look like skipping the safety check" is a search for it, not
+  a re-audit, unless the request asks for the steps judged again (:func:`said_search`); a
+  quoted phrase is searched word for word (:func:`said_quote`);
+* **a version** — "under policy 3" is version 3, "since v3" every version from 3
+  (:func:`said_version`); **a severity** — "high-severity" is the floor
+  (:func:`said_severity_floor`);
+* **chance** — "at random" is a sample, not a diverse pick (:func:`said_random`);
+* **a join** — the verdict columns named are the ones joined, unmatched rows dropped when
+  it says so (:func:`said_join`); **a label** — the one asked about is checked for
+  poisoning, joined from the verdicts first if the rows get it there (:func:`said_poisoning`).
+
+Each rule adds only what the plan lacks, and leaves a plan that already says it alone.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..tables import COMMON, EXTRA
+from .corpus import GROUPABLE, GROUPS, PLURALS, SEVERITIES, SEVERITY_TAGS
+from .plan import Plan
+
+NUMBER = r"(-?\d+(?:\.\d+)?|-?\.\d+)(?!\.?\d)"
+ABOVE = (
+    r"(?:over|above|more than|greater than|higher than|exceed(?:s|ing)?|at least|no less than"
+    r"|>=|>|≥)"
+)
+BELOW = r"(?:under|below|less than|lower than|at most|no more than|<=|<|≤)"
+OR_MORE = r"or (?:more|higher|above|greater|better|up)"
+OR_LESS = r"or (?:less|lower|below|fewer|under)"
+BOUNDED = {
+    "trajectories": ("reward", r"rewards?|returns?"),
+    "episodes": ("task_reward", r"(?:task )?rewards?"),
+    "verdicts": ("score", r"(?:risk )?scor(?:e|es|ed|ing)"),
+}
+"""The number column of each table a request bounds, and how it says it."""
+LINKING = "of|is|are|was|were|be|been|a|an|the|its|their|that|which|with|has|have|had|got|gets"
+GAP = rf"\W+(?:(?:{LINKING})\W+){{0,3}}?"
+"""Only linking words stand between a column and its bound ("a reward of at least")."""
+UNIT = r"(?!\s*(?:%|percent|bins?|buckets?|hours?|days?|weeks?|months?|steps?|versions?)\b)"
+"""A number followed by a unit counts something else ("over 5 bins")."""
+
+
+def step_in(plan: Plan, step: dict[str, Any]) -> BaseModel:
+    """``step`` as an operator of ``plan`` (validated after its first step)."""
+    first = plan.steps[0].model_dump(exclude_unset=True)
+    return Plan.model_validate({"steps": [first, step]}).steps[1]
+
+
+def _filtering(plan: Plan, where: dict[str, Any]) -> Plan:
+    """``plan`` with ``where`` after its select and the filters that follow it."""
+    steps = list(plan.steps)
+    at = 1
+    while at < len(steps) and steps[at].NAME == "where":
+        at += 1
+    return plan.model_copy(update={"steps": [*steps[:at], step_in(plan, where), *steps[at:]]})
+
+
+def _reselected(plan: Plan, **update: Any) -> Plan:
+    """``plan`` whose ``select`` has ``update`` (validated; None unsets)."""
+    select = plan.steps[0]
+    fields = select.model_dump(exclude_unset=True) | update
+    select = type(select).model_validate({k: v for k, v in fields.items() if v is not None})
+    return plan.model_copy(update={"steps": [select, *plan.steps[1:]]})
+
+
+def _filters(plan: Plan, column: str) -> bool:
+    return any(s.NAME == "where" and s.column == column for s in plan.steps)
+
+
+def bound(intent: str, table: str) -> dict[str, Any] | None:
+    """The bound the request states on ``table``'s number column ("a reward over 0.5":
+    ``{"column": "reward", "min": 0.5}``; a stated bound is kept, as in the corpus), or on a
+    trajectory's or episode's length in steps ("longer than 5 steps" is at least 6)."""
+    said = intent.lower()
+    if table in ("trajectories", "episodes"):
+        if m := re.search(r"\b(?:longer than|more than|over) (\d+) steps\b", said):
+            return {"column": "num_steps", "min": int(m.group(1)) + 1}
+        if m := re.search(r"\b(?:shorter than|fewer than|less than|under) (\d+) steps\b", said):
+            return {"column": "num_steps", "max": int(m.group(1)) - 1}
+        if m := re.search(rf"\bat least (\d+) steps\b|\b(\d+) {OR_MORE} steps\b", said):
+            return {"column": "num_steps", "min": int(m.group(1) or m.group(2))}
+        if m := re.search(rf"\bat most (\d+) steps\b|\b(\d+) steps {OR_LESS}\b", said):
+            return {"column": "num_steps", "max": int(m.group(1) or m.group(2))}
+    if table not in BOUNDED:
+        return None
+    column, words = BOUNDED[table]
+    col = rf"\b(?:{words})\b"
+    if m := re.search(rf"{col}{GAP}between {NUMBER} and {NUMBER}{UNIT}", said):
+        return {"column": column, "min": float(m.group(1)), "max": float(m.group(2))}
+    if m := re.search(rf"{col}{GAP}(?:{ABOVE}\s*{NUMBER}{UNIT}|{NUMBER} {OR_MORE})", said):
+        return {"column": column, "min": float(m.group(1) or m.group(2))}
+    if m := re.search(rf"{col}{GAP}(?:{BELOW}\s*{NUMBER}{UNIT}|{NUMBER} {OR_LESS})", said):
+        return {"column": column, "max": float(m.group(1) or m.group(2))}
+    return None
+
+
+def said_bounds(intent: str, plan: Plan) -> Plan:
+    """``plan`` filtered on the bound the request states (:func:`bound`) when it has no
+    filter on that column; a search for the bound's words ("rewarding 0.5") goes."""
+    select = plan.steps[0]
+    if select.NAME != "select" or not (where := bound(intent, select.table)):
+        return plan
+    if _filters(plan, where["column"]):
+        return plan
+    said = {str(v) for k, v in where.items() if k != "column"} | {
+        f"{v:g}" for k, v in where.items() if k != "column"
+    }
+    kept = [s for s in plan.steps if not (s.NAME == "search" and any(n in s.query for n in said))]
+    return _filtering(plan.model_copy(update={"steps": kept}), {"op": "where", **where})
+
+
+FACTS = {
+    "steps": {"injected": r"inject\w*", "blocked": r"block\w*"},
+    "episodes": {"unsafe": r"unsafe"},
+}
+"""The yes/no columns of each table, by the stem a request says them with."""
+DENIED = r"\b(?:not|no|never|without|non-?|un)\W*(?:[a-z]+\W+){0,2}?"
+
+
+def said_facts(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose search for a yes/no fact its rows record ("steps with an injection
+    inserted into them") is a filter on that column: a search ranks texts by meaning, the
+    column holds the fact. Only a search whose ``k`` the request does not state."""
+    table = getattr(plan.steps[0], "table", None)
+    said = intent.lower()
+    for i, step in enumerate(plan.steps):
+        if step.NAME != "search" or str(step.k) in said:
+            continue
+        for column, stem in FACTS.get(table, {}).items():
+            if re.search(rf"\b{stem}", step.query.lower()) and re.search(rf"\b{stem}", said):
+                if _filters(plan, column):
+                    continue
+                yes = not re.search(rf"{DENIED}{stem}", said)
+                where = step_in(plan, {"op": "where", "column": column, "equals": yes})
+                steps = [*plan.steps[:i], where, *plan.steps[i + 1 :]]
+                return plan.model_copy(update={"steps": steps})
+    return plan
+
+
+OUTCOMES = {
+    "success": r"\b(?:succeeded|successful(?:ly)?|safe(?:ly)?|succeeding)\b",
+    "failure": r"\b(?:failed|failing|unsafe)\b",
+}
+"""How a request states a trajectory's outcome."""
+
+
+def said_outcome(intent: str, plan: Plan) -> Plan:
+    """``plan`` of trajectories filtered on the one outcome the request states ("the
+    trajectories that succeeded") when nothing in it already reads the outcome (a filter, a
+    group, a poisoning check of the label) and it asks no rate."""
+    if getattr(plan.steps[0], "table", None) != "trajectories":
+        return plan
+    said = intent.lower()
+    stated = [o for o, words in OUTCOMES.items() if re.search(words, said)]
+    reads = any("outcome" in str(s.model_dump()) for s in plan.steps[1:])
+    if len(stated) != 1 or reads or re.search(r"\b(?:rates?|how often|share|fraction)\b", said):
+        return plan
+    if re.search(DENIED + OUTCOMES[stated[0]], said):
+        return plan
+    return _filtering(plan, {"op": "where", "column": "outcome", "equals": stated[0]})
+
+
+POISON = {
+    "trigger": r"\b(?:triggers?|backdoors?|trigger phrases?)\b",
+    "flip": (
+        r"\b(?:flip\w*|invert\w*|mislabel\w*|swapped|wrong labels?"
+        r"|labels? (?:seem|look)\w* wrong|disagree\w*)\b"
+    ),
+}
+"""How a request names each kind of poisoning the ``poison`` operator finds."""
+
+
+def said_poison(intent: str, plan: Plan) -> Plan:
+    """``plan`` keeping the rows the poisoning check found of the one kind the request
+    names ("backdoor triggers"), when it keeps none yet, and every row when it names none."""
+    if not any(s.NAME == "poison" for s in plan.steps):
+        return plan
+    said = intent.lower()
+    kinds = [k for k, words in POISON.items() if re.search(words, said)]
+    if not kinds:  # "signs of poisoning" names no kind: every row is kept
+        kept = [s for s in plan.steps if not (s.NAME == "where" and s.column == "poison")]
+        return plan.model_copy(update={"steps": kept})
+    if len(kinds) != 1 or _filters(plan, "poison"):
+        return plan
+    at = next(i for i, s in enumerate(plan.steps) if s.NAME == "poison") + 1
+    where = step_in(plan, {"op": "where", "column": "poison", "equals": kinds[0]})
+    return plan.model_copy(update={"steps": [*plan.steps[:at], where, *plan.steps[at:]]})
+
+
+COUNTING = re.compile(r"\b(?:how many|count\w*|number of|tally|totals?|breakdown)\b")
+SHAPED = {
+    *("aggregate", "histogram", "top", "sample", "diverse"),
+    *("search", "dedupe", "join", "poison", "reaudit"),
+}
+"""Steps that give the rows a shape of their own: a request's groups are not added to them."""
+
+
+FORMS = "|".join(
+    sorted(
+        {re.escape(f.lower()) for forms in GROUPS.values() for f in forms}
+        | {re.escape(PLURALS[f].lower()) for forms in GROUPS.values() for f in forms},
+        key=len,
+        reverse=True,
+    )
+)
+
+
+def _group_of(form: str, table: str) -> str | None:
+    return next(
+        (
+            c
+            for c in GROUPABLE.get(table, [])
+            if form in {f.lower() for f in GROUPS[c]} | {PLURALS[f].lower() for f in GROUPS[c]}
+        ),
+        None,
+    )
+
+
+def groups(intent: str, table: str) -> list[str]:
+    """The columns of ``table`` the request counts "per", "for each", "by" ("for each
+    checker, how many verdicts …": checker), in the order said."""
+    said = intent.lower()
+    found: list[tuple[int, str]] = []
+    for column in GROUPABLE.get(table, []):
+        forms = {f.lower() for f in GROUPS[column]} | {PLURALS[f].lower() for f in GROUPS[column]}
+        for form in sorted(forms, key=len, reverse=True):
+            m = re.search(rf"\b(?:per|each|every|by|across)\s+(?:\w+\s+)?{re.escape(form)}\b", said)
+            if m:
+                found.append((m.start(), column))
+                break
+    crossed = re.search(rf"\b({FORMS})\s*(?:x|×|by|vs\.?|versus)\s*({FORMS})\b", said)
+    if not found and crossed and COUNTING.search(said):  # "decision x risk type counts"
+        named = [_group_of(crossed.group(1), table), _group_of(crossed.group(2), table)]
+        return [c for c in named if c] if all(named) else []
+    return [c for _, c in sorted(found)]
+
+
+def said_groups(intent: str, plan: Plan) -> Plan:
+    """``plan`` counting its rows per the groups the request names when it asks how many
+    ("for each checker, how many verdicts scored 0.5 or higher?") and the plan lists them,
+    or counts them by some of those groups only ("decision x risk type counts")."""
+    select = plan.steps[0]
+    if select.NAME != "select" or not COUNTING.search(intent.lower()):
+        return plan
+    one = set(select.model_dump(exclude_none=True))  # a column held to one value is no group
+    one |= {s.column for s in plan.steps if s.NAME == "where" and s.equals is not None}
+    by = [g for g in groups(intent, select.table) if g not in one]
+    shaped = [s for s in plan.steps if s.NAME in SHAPED]
+    if len(shaped) == 1 and shaped[0].NAME == "aggregate":  # groups it counts by, all of them
+        aggregate = shaped[0]
+        if len(by) <= len(aggregate.by) or not set(aggregate.by) <= set(by):
+            return plan
+        wider = aggregate.model_copy(update={"by": by})
+        return plan.model_copy(
+            update={"steps": [wider if s is aggregate else s for s in plan.steps]}
+        )
+    if shaped or not by:
+        return plan
+    exports = [s for s in plan.steps if s.NAME in ("export", "plot")]
+    rest = [s for s in plan.steps if s.NAME not in ("export", "plot")]
+    aggregate = step_in(plan, {"op": "aggregate", "by": by})
+    return plan.model_copy(update={"steps": [*rest, aggregate, *exports]})
+
+
+TOP = re.compile(
+    r"\b(top|best|highest|lowest|worst|bottom)\s+(\d+)\b(?:\s+[\w-]+){0,3}?"
+    r"\s+by\s+([a-z_]+(?: [a-z_]+)?)"
+)
+LOWEST = ("lowest", "worst", "bottom")
+
+
+def said_top(intent: str, plan: Plan) -> Plan:
+    """``plan`` keeping the ``k`` rows the request ranks ("the top 20 trajectories by value")
+    when no step uses that ``k``: the ranking it states is kept."""
+    m = TOP.search(intent.lower())
+    if not m:
+        return plan
+    word, k = m.group(1), int(m.group(2))
+    if any(getattr(s, "k", None) == k for s in plan.steps):
+        return plan
+    table = plan.steps[0].table
+    held = {f.name for f in [*COMMON, *EXTRA[table]]} | {"value", "quality", "ifd", "novelty"}
+    said = m.group(3).split()
+    column = next((c for c in ("_".join(said), said[0]) if c in held), None)
+    if column is None:
+        return plan
+    top = {"op": "top", "column": column, "k": k} | ({"lowest": True} if word in LOWEST else {})
+    exports = [s for s in plan.steps if s.NAME in ("export", "plot")]
+    rest = [s for s in plan.steps if s.NAME not in ("export", "plot")]
+    return plan.model_copy(update={"steps": [*rest, step_in(plan, top), *exports]})
+
+
+REJUDGED = re.compile(
+    r"\b(?:re-?audit\w*|re-?run\w*|re-?check\w*|re-?judg\w*|re-?evaluat\w*|redo|again|once more"
+    r"|audit\w*|checkers|judged|turned off|switched off|disabled?|excluding|ignoring|leaving out"
+    r"|without the)\b"
+)
+"""The words that ask for steps judged again (a re-audit changes what is read)."""
+LIKENED = re.compile(
+    r"\b(?:look(?:s|ing)? like|similar to|resembl\w*|closest to|most like|related to|involving"
+    r"|mention\w*|about)\s+(.+?)[\s?.!]*$"
+)
+"""How a request likens rows to a description: what follows is the search's query."""
+
+
+def said_search(intent: str, plan: Plan) -> Plan:
+    """``plan`` that searches for what the request likens its rows to ("steps that look like
+    skipping the safety check") where the plan re-audits them and the request never asks
+    for them to be judged again (:data:`REJUDGED`)."""
+    said = intent.lower()
+    if not any(s.NAME == "reaudit" for s in plan.steps) or REJUDGED.search(said):
+        return plan
+    if not (m := LIKENED.search(said)):
+        return plan
+    at = next(i for i, s in enumerate(plan.steps) if s.NAME == "reaudit")
+    search = step_in(plan, {"op": "search", "query": m.group(1)})
+    kept = [s for s in plan.steps[at + 1 :] if not (s.NAME == "where" and s.column == "changed")]
+    return plan.model_copy(update={"steps": [*plan.steps[:at], search, *kept]})
+
+
+ONWARD_AFTER = re.compile(
+    r"^\s*(?:\+|and (?:up|later|newer|above|higher|after)\b|onwards?\b"
+    r"|on\b(?!\s+(?:the|a|an|task\w*|average|[\w-]+[ -]env\w*)\b)"
+    r"|or (?:later|newer|above|higher|up|after)\b)"
+)
+ONWARD_BEFORE = re.compile(
+    r"(?:since|at least|>=|≥|after|starting (?:at|from|with))\s*(?:(?:policy|version|v|_)\s*)*$"
+)
+
+
+def said_version(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose policy-version filter is the one the request states: "under policy
+    version 3" is version 3, "version 3 onward" ("since v3", "v3+", "3 or later") every
+    version from 3."""
+    select = plan.steps[0]
+    version = getattr(select, "min_policy_version", None)
+    exact = version is None
+    version = getattr(select, "policy_version", None) if exact else version
+    if version is None:
+        return plan
+    said = intent.lower()
+    spots = list(re.finditer(rf"(?<![\d.]){version}(?![\d.])", said))
+    if not spots:
+        return plan
+    onward = any(
+        ONWARD_AFTER.search(said[m.end() :]) or ONWARD_BEFORE.search(said[: m.start()])
+        for m in spots
+    )
+    if onward == (not exact):
+        return plan
+    update = {"min_policy_version": version, "policy_version": None}
+    if not onward:
+        update = {"policy_version": version, "min_policy_version": None}
+    return plan.model_copy(update={"steps": [select.model_copy(update=update), *plan.steps[1:]]})
+
+
+QUOTED = re.compile(r"(?:^|[\s:(])['\"“‘]([^'\"”’]{3,}?)['\"”’](?=$|[\s,.;:?!)])")
+"""A phrase the request quotes."""
+
+
+def said_quote(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose search is for the phrase the request quotes, word for word."""
+    quoted = QUOTED.findall(intent)
+    if len(quoted) != 1:
+        return plan
+    steps = [
+        s.model_copy(update={"query": quoted[0]}) if s.NAME == "search" else s for s in plan.steps
+    ]
+    return plan.model_copy(update={"steps": steps})
+
+
+RANDOM_SAID = re.compile(r"\b(?:random\w*|sample\w*|shuffl\w*|seed)\b")
+DIVERSE_SAID = re.compile(
+    r"\b(?:divers\w*|varied|variety|different|spread|cover\w*|representative|far apart|unlike)\b"
+)
+VALUE_SAID = re.compile(r"\b(?:valu\w*|quality|scor\w*|novel\w*|complex\w*|worth|useful\w*)\b")
+
+
+def said_random(intent: str, plan: Plan) -> Plan:
+    """``plan`` that draws at random when the request says so and never asks for variety: a
+    diverse selection is not a random one (nor is its value scored when nobody asks)."""
+    said = intent.lower()
+    if not RANDOM_SAID.search(said) or DIVERSE_SAID.search(said):
+        return plan
+    if not any(s.NAME == "diverse" for s in plan.steps):
+        return plan
+    kept = [s for s in plan.steps if s.NAME != "diverse"]
+    if not VALUE_SAID.search(said):
+        kept = [s for s in kept if s.NAME != "score"]
+    if not any(s.NAME == "sample" for s in kept):
+        k = next(s.k for s in plan.steps if s.NAME == "diverse")
+        at = next(i for i, s in enumerate(plan.steps) if s.NAME == "diverse")
+        kept.insert(at, step_in(plan, {"op": "sample", "k": k}))
+    return plan.model_copy(update={"steps": kept})
+
+
+JOINED = {
+    "checker": r"checkers?",
+    "risk_type": r"risk[ _]types?",
+    "severity": r"severit(?:y|ies)",
+    "decision": r"decisions?",
+}
+"""The verdict columns a join adds by default, and how a request says each."""
+UNMATCHED_DROPPED = re.compile(
+    r"\b(?:drop\w*|remov\w*|skip\w*|exclud\w*|leav\w* out|omit\w*|without those|inner)\b"
+    r"|\bonly (?:the )?\w+ (?:with|that have|that got)\b"
+)
+
+
+def said_join(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose join of verdicts adds the verdict columns the request names ("their
+    verdicts' checker and decision"), and drops rows without a verdict when it says so."""
+    said = intent.lower()
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        if step.NAME != "join" or step.table != "verdicts":
+            continue
+        columns = [c for c, words in JOINED.items() if re.search(rf"\b{words}\b", said)]
+        update: dict[str, Any] = {"columns": columns} if columns else {}
+        if UNMATCHED_DROPPED.search(said) and not step.inner:
+            update["inner"] = True
+        steps[i] = step_in(plan, step.model_dump(exclude_unset=True) | {"op": "join"} | update)
+    return plan.model_copy(update={"steps": steps})
+
+
+POISONING = re.compile(r"\bpoison\w*")
+LABELS = ("outcome", "blocked", "injected", "unsafe", "kind", "decision", "severity", "risk_type")
+"""The columns that label a row (what a poisoned dataset gets wrong)."""
+
+
+def said_poisoning(intent: str, plan: Plan) -> Plan:
+    """``plan`` that checks the label the request asks about for poisoning ("is the blocked
+    label on steps poisoned?": ``poison`` of ``blocked``); a label its rows get from their
+    verdicts ("each step's verdict decision") is joined on first."""
+    select = plan.steps[0]
+    if select.NAME != "select" or select.table == "verdicts" or not POISONING.search(intent):
+        return plan
+    said = intent.lower()
+    columns = {f.name for f in [*COMMON, *EXTRA[select.table]]}
+    held = [c for c in LABELS if c in columns]
+    joined = [c for c in JOINED if c not in columns]
+    named = [c for c in held if re.search(rf"\b{c.replace('_', '[ _]')}\b", said)]
+    named += [c for c in joined if re.search(rf"\b{JOINED[c]}\b", said)]
+    poison = next((s for s in plan.steps if s.NAME == "poison"), None)
+    label = named[0] if len(named) == 1 else None
+    if poison is not None and (label is None or poison.label in (label, f"verdicts_{label}")):
+        if poison.label in columns or poison.label.startswith("verdicts_"):
+            return plan
+    label = label or ("outcome" if "outcome" in columns else None)
+    if label is None:
+        return plan
+    added = []
+    if label in joined:
+        added.append(step_in(plan, {"op": "join", "columns": [label]}))
+        label = f"verdicts_{label}"
+    added.append(step_in(plan, {"op": "poison", "label": label}))
+    steps = [s for s in plan.steps if s.NAME not in ("poison", "join")]
+    at = 1
+    while at < len(steps) and steps[at].NAME == "where" and steps[at].column != "poison":
+        at += 1
+    return plan.model_copy(update={"steps": [*steps[:at], *added, *steps[at:]]})
+
+
+def severity_said(intent: str) -> str | None:
+    """The least severity the request states ("high-severity", "medium+", "critical only"),
+    None when it states none or more than one."""
+    said = intent.lower()
+    levels = set()
+    for level, forms in SEVERITIES.items():
+        for form in [*forms, *SEVERITY_TAGS[level]]:
+            if level == "low" and form in SEVERITIES["low"]:
+                continue  # "raised", "flagged": verdicts that fired, said of any checker
+            if re.search(rf"(?<![\w-]){re.escape(form.lower())}(?![\w-])", said):
+                levels.add(level)
+    return levels.pop() if len(levels) == 1 else None
+
+
+def said_severity_floor(intent: str, plan: Plan) -> Plan:
+    """``plan`` of verdicts whose severity floor is the one the request states ("the high
+    severity verdicts" are those of high severity or worse)."""
+    select = plan.steps[0]
+    if getattr(select, "table", None) != "verdicts":
+        return plan
+    level = severity_said(intent)
+    if level is None or select.min_severity == level or _filters(plan, "severity"):
+        return plan
+    return _reselected(plan, min_severity=level)
