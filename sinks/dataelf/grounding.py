@@ -42,8 +42,10 @@ from pydantic import BaseModel
 from ...schemas import Decision, Outcome, Severity
 from ..tables import COMMON, EXTRA
 from .corpus import CHECKERS, ENVS, EXTENSION, MEANS, NOUNS, RATES, RISKS, SINGULAR, UNKNOWN_ENVS
+from .meaning import Score
 from .plan import Plan
 from .stated import (
+    reselected,
     said_bounds,
     said_facts,
     said_groups,
@@ -431,11 +433,6 @@ def unnamed(intent: str, plan: Plan) -> str | None:
     return None
 
 
-def _selecting(plan: Plan, **update: Any) -> Plan:
-    select = plan.steps[0].model_copy(update=update)
-    return plan.model_copy(update={"steps": [select, *plan.steps[1:]]})
-
-
 def _unsearched(intent: str, plan: Plan, risk: str) -> Plan:
     """``plan`` without a search whose query is only the name of ``risk`` and whose ``k``
     the request never states: "verdicts about data poisoning" asks for that risk type's verdicts,
@@ -472,7 +469,7 @@ def unguessed(intent: str, plan: Plan) -> tuple[Plan, str | None]:
         return plan, "env"
     grouped = {g for s in plan.steps for g in (getattr(s, "by", None) or [])}
     if env and getattr(select, "env", None) != env and "env" not in grouped:
-        plan = _selecting(plan, env=env)
+        plan = reselected(plan, env=env)
     risks = named(intent, "risk_type", list(RISKS))
     if len(risks) == 1 and select.table == "verdicts":
         plan = _unsearched(intent, plan, risks[0])
@@ -484,16 +481,16 @@ def unguessed(intent: str, plan: Plan) -> tuple[Plan, str | None]:
         and not any(s.NAME == "search" for s in plan.steps)
         and not any(getattr(s, "column", None) == "checker" for s in plan.steps)
     ):
-        plan = _selecting(plan, risk_type=risks[0])
+        plan = reselected(plan, risk_type=risks[0])
     task = getattr(select, "task", None)
     if task and task.lower() not in intent.lower():  # a task id is said as it is written
-        plan = _selecting(plan, task=None)
+        plan = reselected(plan, task=None)
     about = unnamed(intent, plan)
     if about == "env" and said_env is None:
-        plan = _selecting(plan, env=None)
+        plan = reselected(plan, env=None)
         about = unnamed(intent, plan)
     if about == "risk_type" and not RISK_NAMED.search(intent.lower()):
-        plan = _selecting(plan, risk_type=None)  # no risk type said: none is filtered on
+        plan = reselected(plan, risk_type=None)  # no risk type said: none is filtered on
         about = unnamed(intent, plan)
     return plan, about
 
@@ -815,7 +812,7 @@ def held_columns(plan: Plan) -> Plan:
     return plan.model_copy(update={"steps": kept})
 
 
-SCORED = ("quality", "complexity", "novelty", "safety", "ifd", "perplexity", "value")
+SCORED = Score.ADDS
 """The columns only the ``score`` operator makes."""
 LM_SAID = re.compile(r"\b(?:language model|lm|llm|perplexity|ifd|instruction[- ]following)\b")
 
@@ -851,7 +848,7 @@ def said_severity(intent: str, plan: Plan) -> Plan:
     select = plan.steps[0]
     if getattr(select, "min_severity", None) is None or SEVERITY_SAID.search(intent.lower()):
         return plan
-    return _selecting(plan, min_severity=None)
+    return reselected(plan, min_severity=None)
 
 
 def ground(intent: str, plan: Plan) -> tuple[Plan, str | None]:

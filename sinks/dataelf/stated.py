@@ -35,6 +35,7 @@ from pydantic import BaseModel
 
 from ..tables import COMMON, EXTRA
 from .corpus import GROUPABLE, GROUPS, PLURALS, SEVERITIES, SEVERITY_TAGS
+from .meaning import Score
 from .plan import Plan
 
 NUMBER = r"(-?\d+(?:\.\d+)?|-?\.\d+)(?!\.?\d)"
@@ -64,16 +65,31 @@ def step_in(plan: Plan, step: dict[str, Any]) -> BaseModel:
     return Plan.model_validate({"steps": [first, step]}).steps[1]
 
 
+def _past_filters(steps: list[BaseModel]) -> int:
+    """Where a new filter goes: after the select and the filters on its rows that follow it
+    (not after one on what a later step adds, such as ``poison``)."""
+    at = 1
+    while at < len(steps) and steps[at].NAME == "where" and steps[at].column != "poison":
+        at += 1
+    return at
+
+
 def _filtering(plan: Plan, where: dict[str, Any]) -> Plan:
     """``plan`` with ``where`` after its select and the filters that follow it."""
-    steps = list(plan.steps)
-    at = 1
-    while at < len(steps) and steps[at].NAME == "where":
-        at += 1
-    return plan.model_copy(update={"steps": [*steps[:at], step_in(plan, where), *steps[at:]]})
+    at = _past_filters(plan.steps)
+    return plan.model_copy(
+        update={"steps": [*plan.steps[:at], step_in(plan, where), *plan.steps[at:]]}
+    )
 
 
-def _reselected(plan: Plan, **update: Any) -> Plan:
+def _before_outputs(plan: Plan, step: dict[str, Any]) -> Plan:
+    """``plan`` with ``step`` last before the files and charts it writes."""
+    outputs = [s for s in plan.steps if s.NAME in ("export", "plot")]
+    rest = [s for s in plan.steps if s.NAME not in ("export", "plot")]
+    return plan.model_copy(update={"steps": [*rest, step_in(plan, step), *outputs]})
+
+
+def reselected(plan: Plan, **update: Any) -> Plan:
     """``plan`` whose ``select`` has ``update`` (validated; None unsets)."""
     select = plan.steps[0]
     fields = select.model_dump(exclude_unset=True) | update
@@ -213,25 +229,18 @@ SHAPED = {
 """Steps that give the rows a shape of their own: a request's groups are not added to them."""
 
 
+GROUP_FORMS = {
+    column: sorted({w.lower() for f in forms for w in (f, PLURALS[f])}, key=len, reverse=True)
+    for column, forms in GROUPS.items()
+}
+"""How a request names each group column, singular and plural, longest first."""
 FORMS = "|".join(
-    sorted(
-        {re.escape(f.lower()) for forms in GROUPS.values() for f in forms}
-        | {re.escape(PLURALS[f].lower()) for forms in GROUPS.values() for f in forms},
-        key=len,
-        reverse=True,
-    )
+    sorted({re.escape(f) for forms in GROUP_FORMS.values() for f in forms}, key=len, reverse=True)
 )
 
 
 def _group_of(form: str, table: str) -> str | None:
-    return next(
-        (
-            c
-            for c in GROUPABLE.get(table, [])
-            if form in {f.lower() for f in GROUPS[c]} | {PLURALS[f].lower() for f in GROUPS[c]}
-        ),
-        None,
-    )
+    return next((c for c in GROUPABLE.get(table, []) if form in GROUP_FORMS[c]), None)
 
 
 def groups(intent: str, table: str) -> list[str]:
@@ -240,8 +249,7 @@ def groups(intent: str, table: str) -> list[str]:
     said = intent.lower()
     found: list[tuple[int, str]] = []
     for column in GROUPABLE.get(table, []):
-        forms = {f.lower() for f in GROUPS[column]} | {PLURALS[f].lower() for f in GROUPS[column]}
-        for form in sorted(forms, key=len, reverse=True):
+        for form in GROUP_FORMS[column]:
             m = re.search(rf"\b(?:per|each|every|by|across)\s+(?:\w+\s+)?{re.escape(form)}\b", said)
             if m:
                 found.append((m.start(), column))
@@ -274,10 +282,7 @@ def said_groups(intent: str, plan: Plan) -> Plan:
         )
     if shaped or not by:
         return plan
-    exports = [s for s in plan.steps if s.NAME in ("export", "plot")]
-    rest = [s for s in plan.steps if s.NAME not in ("export", "plot")]
-    aggregate = step_in(plan, {"op": "aggregate", "by": by})
-    return plan.model_copy(update={"steps": [*rest, aggregate, *exports]})
+    return _before_outputs(plan, {"op": "aggregate", "by": by})
 
 
 TOP = re.compile(
@@ -297,15 +302,13 @@ def said_top(intent: str, plan: Plan) -> Plan:
     if any(getattr(s, "k", None) == k for s in plan.steps):
         return plan
     table = plan.steps[0].table
-    held = {f.name for f in [*COMMON, *EXTRA[table]]} | {"value", "quality", "ifd", "novelty"}
+    held = {f.name for f in [*COMMON, *EXTRA[table]]} | set(Score.ADDS)
     said = m.group(3).split()
     column = next((c for c in ("_".join(said), said[0]) if c in held), None)
     if column is None:
         return plan
     top = {"op": "top", "column": column, "k": k} | ({"lowest": True} if word in LOWEST else {})
-    exports = [s for s in plan.steps if s.NAME in ("export", "plot")]
-    rest = [s for s in plan.steps if s.NAME not in ("export", "plot")]
-    return plan.model_copy(update={"steps": [*rest, step_in(plan, top), *exports]})
+    return _before_outputs(plan, top)
 
 
 REJUDGED = re.compile(
@@ -369,7 +372,7 @@ def said_version(intent: str, plan: Plan) -> Plan:
     update = {"min_policy_version": version, "policy_version": None}
     if not onward:
         update = {"policy_version": version, "min_policy_version": None}
-    return plan.model_copy(update={"steps": [select.model_copy(update=update), *plan.steps[1:]]})
+    return reselected(plan, **update)
 
 
 QUOTED = re.compile(r"(?:^|[\s:(])['\"“‘]([^'\"”’]{3,}?)['\"”’](?=$|[\s,.;:?!)])")
@@ -473,9 +476,7 @@ def said_poisoning(intent: str, plan: Plan) -> Plan:
         label = f"verdicts_{label}"
     added.append(step_in(plan, {"op": "poison", "label": label}))
     steps = [s for s in plan.steps if s.NAME not in ("poison", "join")]
-    at = 1
-    while at < len(steps) and steps[at].NAME == "where" and steps[at].column != "poison":
-        at += 1
+    at = _past_filters(steps)
     return plan.model_copy(update={"steps": [*steps[:at], *added, *steps[at:]]})
 
 
@@ -502,4 +503,4 @@ def said_severity_floor(intent: str, plan: Plan) -> Plan:
     level = severity_said(intent)
     if level is None or select.min_severity == level or _filters(plan, "severity"):
         return plan
-    return _reselected(plan, min_severity=level)
+    return reselected(plan, min_severity=level)
