@@ -28,7 +28,8 @@ model:
   (:func:`held_columns`, :func:`scored_first`).
 
 What a request states that the plan left out (a bound, a fact, a version, a label...) is put
-back by :mod:`.stated`; :func:`ground` applies both.
+back by :mod:`.stated`, and the outputs it asks for, as it names them, by :mod:`.outputs`;
+:func:`ground` applies them all.
 """
 
 from __future__ import annotations
@@ -41,21 +42,29 @@ from pydantic import BaseModel
 
 from ...schemas import Decision, Outcome, Severity
 from ..tables import COMMON, EXTRA
-from .corpus import CHECKERS, ENVS, EXTENSION, MEANS, NOUNS, RATES, RISKS, SINGULAR, UNKNOWN_ENVS
+from .corpus import CHECKERS, ENVS, MEANS, NOUNS, RATES, RISKS, SINGULAR, UNKNOWN_ENVS
 from .meaning import Score
+from .outputs import asked_outputs, said_outputs
 from .plan import Plan
 from .stated import (
     reselected,
+    said_aggregate,
     said_bounds,
+    said_fact_rows,
     said_facts,
     said_groups,
+    said_histogram_column,
     said_join,
+    said_likeness,
+    said_off,
     said_outcome,
     said_poison,
     said_poisoning,
     said_quote,
     said_random,
+    said_sample,
     said_search,
+    said_search_column,
     said_severity_floor,
     said_top,
     said_version,
@@ -450,6 +459,11 @@ def _unsearched(intent: str, plan: Plan, risk: str) -> Plan:
     return plan.model_copy(update={"steps": kept})
 
 
+RISK_GROUPED = re.compile(
+    r"\b(?:which|what|each|every|per|by|all|across|different)\s+(?:risk[ _]types?|kinds? of risk"
+    r"|types? of risk)"
+)
+"""How a request speaks of risk types as groups ("which risk types turned up"), naming none."""
 RISK_NAMED = re.compile(
     r"\b(?:about|regarding|concerning|involving|flagging|for|of type|risks?|risk types?)\s+\w"
 )
@@ -489,79 +503,11 @@ def unguessed(intent: str, plan: Plan) -> tuple[Plan, str | None]:
     if about == "env" and said_env is None:
         plan = reselected(plan, env=None)
         about = unnamed(intent, plan)
-    if about == "risk_type" and not RISK_NAMED.search(intent.lower()):
+    said = intent.lower()
+    if about == "risk_type" and (not RISK_NAMED.search(said) or RISK_GROUPED.search(said)):
         plan = reselected(plan, risk_type=None)  # no risk type said: none is filtered on
         about = unnamed(intent, plan)
     return plan, about
-
-
-ASKS_FOR = {
-    "export": re.compile(
-        r"\b(?:export|save|saved|write|dump|download|send me|file|csv|comma-separated|parquet"
-        r"|jsonl?|chat|otel|otlp|opentelemetry|spreadsheet|excel|fine-tuning|sft|spans|traces)\b"
-    ),
-    "plot": re.compile(r"\b(?:plot|plotted|chart|graph|visuali[sz]e|draw|bars?|picture|figure)\b"),
-}
-"""The words that ask for an output: a file (``export``), a picture (``plot``)."""
-
-
-FORMAT_WORDS = {
-    "csv": re.compile(r"\b(?:csv|comma-separated|spreadsheet|excel)\b"),
-    "parquet": re.compile(r"\bparquet\b"),
-    "otel": re.compile(r"\b(?:otel|otlp|opentelemetry)\b"),
-    "chat_jsonl": re.compile(r"\b(?:chat|fine-tuning|sft)\b"),
-}
-"""How a request names each export format."""
-
-
-def _said_format(said: str, table: str) -> str | None:
-    found = [f for f, words in FORMAT_WORDS.items() if words.search(said)]
-    if table != "trajectories":
-        found = [f for f in found if f in ("csv", "parquet")]
-    return found[0] if len(found) == 1 else None
-
-
-def _chart(steps: list[Any]) -> dict[str, Any] | None:
-    """The bar chart of the plan's last aggregate: x its first group, series its second, y
-    its mean (the corpus's own convention)."""
-    aggregate = next((s for s in reversed(steps) if s.NAME == "aggregate"), None)
-    if aggregate is None or not aggregate.by:
-        return None
-    plot: dict[str, Any] = {"op": "plot", "x": aggregate.by[0], "name": "chart.png"}
-    if len(aggregate.by) > 1:
-        plot["series"] = aggregate.by[1]
-    if aggregate.mean:
-        plot["y"] = f"mean_{aggregate.mean}"
-    return plot
-
-
-def asked_outputs(intent: str, plan: Plan) -> Plan:
-    """``plan`` with the outputs the request asks for and no other: no file is written and no
-    chart drawn unless it says so (:data:`ASKS_FOR`); a chart it asks for of counts or means
-    is drawn, a file format it names (:data:`FORMAT_WORDS`) is the one exported."""
-    said = intent.lower()
-    steps = [s for s in plan.steps if s.NAME not in ASKS_FOR or ASKS_FOR[s.NAME].search(said)]
-    names = [s.NAME for s in steps]
-    if ASKS_FOR["plot"].search(said) and "plot" not in names and (chart := _chart(steps)):
-        steps.append(chart)
-    fmt = _said_format(said, plan.steps[0].table)
-    if fmt and "export" not in names and "plot" not in names:
-        table = plan.steps[0].table
-        steps.append({"op": "export", "format": fmt, "name": f"{table}.{EXTENSION[fmt]}"})
-    elif fmt:
-        steps = [
-            s.model_copy(update={"format": fmt}) if getattr(s, "NAME", "") == "export" else s
-            for s in steps
-        ]
-    return Plan.model_validate(
-        {
-            "intent": plan.intent,
-            "steps": [
-                s if isinstance(s, dict) else s.model_dump(exclude_unset=True) | {"op": s.NAME}
-                for s in steps
-            ],
-        }
-    )
 
 
 def _mean_words(table: str) -> dict[str, list[str]]:
@@ -855,13 +801,18 @@ def ground(intent: str, plan: Plan) -> tuple[Plan, str | None]:
     """``plan`` grounded in ``intent`` by every rule here, with what to ask about (None when
     nothing)."""
     plan = said_outcome(intent, said_facts(intent, said_bounds(intent, plan)))
+    plan = said_fact_rows(intent, plan)
     plan = said_poison(intent, said_poisoning(intent, said_join(intent, plan)))
-    plan = said_top(intent, said_groups(intent, said_search(intent, said_quote(intent, plan))))
+    plan = said_likeness(intent, said_search_column(intent, said_quote(intent, plan)))
+    plan = said_top(intent, said_groups(intent, said_search(intent, plan)))
     plan = said_random(intent, said_severity_floor(intent, said_version(intent, plan)))
+    plan = said_off(intent, said_sample(intent, plan))
     plan = asked_histogram(intent, asked_rate(intent, plan))
+    plan = said_histogram_column(intent, plan)
     plan = held_columns(possible(polarized(intent, filled(intent, plan))))
     plan = said_severity(intent, said_values(intent, plan))
-    plan = asked_outputs(intent, said_means(intent, asked_ranking(intent, plan)))
+    plan = said_aggregate(intent, said_means(intent, asked_ranking(intent, plan)))
+    plan = said_outputs(intent, asked_outputs(intent, plan))
     plan = asked_latest(intent, asked_grouping(intent, plan))
     plan = said_lm(intent, scored_first(asked_changed(intent, plan)))
     return unguessed(intent, plan)

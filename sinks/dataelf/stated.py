@@ -23,6 +23,18 @@ each rule here puts back one kind of stated fact, by principle, never by a datas
   it says so (:func:`said_join`); **a label** — the one asked about is checked for
   poisoning, joined from the verdicts first if the rows get it there (:func:`said_poisoning`).
 
+* **a sample** — "sample 20 … with seed 3" draws 20 at random with that seed
+  (:func:`said_sample`);
+* **which column** — "search skill titles only" reads the title (:func:`said_search_column`);
+  "histogram their novelty" is of the novelty (:func:`said_histogram_column`); "average
+  composite per scorer" groups by a column the rows hold and averages the one measure named
+  (:func:`said_aggregate`);
+* **checkers turned off** — "with rule.pii turned off" runs the others, not that one alone
+  (:func:`said_off`);
+* **rows qualified by a fact** — "the blocked steps" are the steps whose ``blocked`` holds
+  (:func:`said_fact_rows`); **a likeness** — "the 10 closest to '…'" is a search, not a
+  ranking by some column (:func:`said_likeness`).
+
 Each rule adds only what the plan lacks, and leaves a plan that already says it alone.
 """
 
@@ -221,7 +233,9 @@ def said_poison(intent: str, plan: Plan) -> Plan:
     return plan.model_copy(update={"steps": [*plan.steps[:at], where, *plan.steps[at:]]})
 
 
-COUNTING = re.compile(r"\b(?:how many|count\w*|number of|tally|totals?|breakdown)\b")
+COUNTING = re.compile(
+    r"\b(?:how many|count\w*|number of|tally|totals?|breakdown|break(?:s|ing)? (?:\w+ )?down)\b"
+)
 SHAPED = {
     *("aggregate", "histogram", "top", "sample", "diverse"),
     *("search", "dedupe", "join", "poison", "reaudit"),
@@ -243,9 +257,19 @@ def _group_of(form: str, table: str) -> str | None:
     return next((c for c in GROUPABLE.get(table, []) if form in GROUP_FORMS[c]), None)
 
 
+ITEM = rf"(?:the\s+|their\s+)?({FORMS})\b(?!\s*(?:[<>=≥≤]|at |of |is |or ))"
+LISTED = re.compile(
+    rf"\s*(?:,\s*)?(?:and|&)\s+{ITEM}"
+    rf"|\s*,\s*{ITEM}(?=(?:\s*,\s*(?:the\s+|their\s+)?(?:{FORMS}))*\s*,?\s*(?:and|&)\s)"
+)
+"""One more group of a list ending in "and" ("by decision and severity", "per env, checker
+and decision"); not a filter ("per env, severity >= low")."""
+
+
 def groups(intent: str, table: str) -> list[str]:
     """The columns of ``table`` the request counts "per", "for each", "by" ("for each
-    checker, how many verdicts …": checker), in the order said."""
+    checker, how many verdicts …": checker; "by decision and severity": both), in the order
+    said."""
     said = intent.lower()
     found: list[tuple[int, str]] = []
     for column in GROUPABLE.get(table, []):
@@ -253,12 +277,19 @@ def groups(intent: str, table: str) -> list[str]:
             m = re.search(rf"\b(?:per|each|every|by|across)\s+(?:\w+\s+)?{re.escape(form)}\b", said)
             if m:
                 found.append((m.start(), column))
+                at = m.end()
+                while more := LISTED.match(said, at):
+                    form = more.group(1) or more.group(2)
+                    if (listed := _group_of(form, table)) is None:
+                        break
+                    found.append((more.start(), listed))
+                    at = more.end()
                 break
     crossed = re.search(rf"\b({FORMS})\s*(?:x|×|by|vs\.?|versus)\s*({FORMS})\b", said)
     if not found and crossed and COUNTING.search(said):  # "decision x risk type counts"
         named = [_group_of(crossed.group(1), table), _group_of(crossed.group(2), table)]
         return [c for c in named if c] if all(named) else []
-    return [c for _, c in sorted(found)]
+    return list(dict.fromkeys(c for _, c in sorted(found)))
 
 
 def said_groups(intent: str, plan: Plan) -> Plan:
@@ -504,3 +535,228 @@ def said_severity_floor(intent: str, plan: Plan) -> Plan:
     if level is None or select.min_severity == level or _filters(plan, "severity"):
         return plan
     return reselected(plan, min_severity=level)
+
+
+SAMPLED = re.compile(
+    r"\bsample\s+(?:of\s+)?(\d+)\b"
+    r"|\brandom(?:ly)?\s+(?:(?:sample|pick|draw|selection|choice|set)\w*\s+(?:of\s+)?)?(\d+)\b"
+    r"|\b(\d+)\s+(?:[\w-]+\s+){0,3}?(?:at random|randomly)\b"
+)
+"""How a request states a random sample's size ("sample 20", "a random 50", "10 at random")."""
+SEEDED = re.compile(r"\bseed(?:ed)?\s*(?:of|=|:|is|with)?\s*(\d+)\b")
+
+
+def said_sample(intent: str, plan: Plan) -> Plan:
+    """``plan`` drawing the random sample the request states ("sample 20 … with seed 3")
+    after its filters when it draws none and no step uses that size, and with the seed the
+    request states when it does."""
+    said = intent.lower()
+    seed = int(m.group(1)) if (m := SEEDED.search(said)) else None
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        if step.NAME == "sample":
+            if seed is not None and step.seed != seed:
+                steps[i] = step.model_copy(update={"seed": seed})
+            return plan.model_copy(update={"steps": steps})
+    if not (m := SAMPLED.search(said)):
+        return plan
+    k = int(next(g for g in m.groups() if g))
+    if any(getattr(s, "k", None) == k for s in steps):
+        return plan
+    sample = {"op": "sample", "k": k} | ({"seed": seed} if seed is not None else {})
+    at = _past_filters(steps)
+    return plan.model_copy(update={"steps": [*steps[:at], step_in(plan, sample), *steps[at:]]})
+
+
+SEARCHED_COLUMNS = {"skills": {"title": r"titles?|names?|headings?", "text": r"body|bodies|text"}}
+"""The text columns a search may read, of the tables with more than one."""
+
+
+def said_search_column(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose search reads the one text column the request names ("search skill
+    titles only, not the body text": the title), of a table with several."""
+    columns = SEARCHED_COLUMNS.get(getattr(plan.steps[0], "table", ""), {})
+    said = intent.lower()
+    named = [
+        c
+        for c, words in columns.items()
+        if re.search(rf"\b(?:{words})\b", said) and not re.search(rf"{DENIED}(?:{words})\b", said)
+    ]
+    if len(named) != 1:
+        return plan
+    steps = [
+        s.model_copy(update={"column": named[0]})
+        if s.NAME == "search" and s.column != named[0]
+        else s
+        for s in plan.steps
+    ]
+    return plan.model_copy(update={"steps": steps})
+
+
+MEASURES = {
+    "trajectories": {
+        "reward": r"rewards?|returns?",
+        "num_steps": r"lengths?|step counts?|number of steps",
+        "value": r"values?",
+        "quality": r"quality|qualities",
+        "complexity": r"complexity|complexities",
+        "novelty": r"novelty|novelties",
+        "safety": r"safety",
+        "ifd": r"ifd|instruction[- ]following difficult(?:y|ies)",
+        "perplexity": r"perplexit(?:y|ies)",
+    },
+    "episodes": {"task_reward": r"(?:task )?rewards?", "num_steps": r"lengths?|step counts?"},
+    "verdicts": {"score": r"(?:risk )?scores?", "severity_rank": r"severity ranks?"},
+    "scores": {"composite": r"composites?(?: scores?)?"},
+}
+"""The number columns of each table a request measures, and how it says each."""
+
+
+def said_histogram_column(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose histogram is of the one number column the request names ("histogram
+    their novelty in 5 bins": novelty; :func:`.grounding.scored_first` then scores first)
+    when it names no other."""
+    measures = MEASURES.get(getattr(plan.steps[0], "table", ""), {})
+    said = intent.lower()
+    named = [c for c, words in measures.items() if re.search(rf"\b(?:{words})\b", said)]
+    if len(named) != 1:
+        return plan
+    steps = [
+        s.model_copy(update={"column": named[0]})
+        if s.NAME == "histogram" and s.column != named[0]
+        else s
+        for s in plan.steps
+    ]
+    return plan.model_copy(update={"steps": steps})
+
+
+CHECKER = re.compile(r"(?<![\w.])([a-z]+\.[a-z_]+)(?![\w.])")
+"""A checker's name as the registry writes it (``rule.injection_markers``)."""
+OFF_BEFORE = re.compile(
+    r"\b(?:without|excluding|except|minus|but not|leaving out|leave out|drop\w*|disabl\w*"
+    r"|turn\w* off|switch\w* off|skip\w*|omit\w*|remov\w*)\s+(?:the\s+)?(?:[a-z]+\.[a-z_]+"
+    r"\s*(?:,|and|or)\s*)*$"
+)
+OFF_AFTER = re.compile(
+    r"^\s*(?:(?:checkers?|rules?)\s+)?(?:turned off|switched off|disabled|off|excluded|left out"
+    r"|removed|skipped|dropped)\b"
+)
+
+
+def said_off(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose re-audit leaves out the checkers the request turns off ("the default
+    checkers but with rule.injection_markers turned off": ``without``, not ``checkers``)."""
+    said = intent.lower()
+    off = [
+        m.group(1)
+        for m in CHECKER.finditer(said)
+        if OFF_BEFORE.search(said[: m.start()]) or OFF_AFTER.search(said[m.end() :])
+    ]
+    if not off:
+        return plan
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        if step.NAME != "reaudit":
+            continue
+        update: dict[str, Any] = {"without": list(dict.fromkeys([*step.without, *off]))}
+        if set(step.checkers or []) & set(off):
+            update["checkers"] = [c for c in step.checkers if c not in off] or None
+        if update["without"] != step.without or "checkers" in update:
+            steps[i] = step.model_copy(update=update)
+    return plan.model_copy(update={"steps": steps})
+
+
+FACT_ROWS = {
+    "steps": ("steps?|actions?|tool calls?", {"blocked": "blocked", "injected": "injected"}),
+    "episodes": ("episodes?|runs?", {"unsafe": "unsafe"}),
+}
+"""The rows a yes/no fact is said of, and the word that says it."""
+
+
+def said_fact_rows(intent: str, plan: Plan) -> Plan:
+    """``plan`` keeping the rows the request qualifies by a yes/no fact they record ("the
+    blocked steps", "steps that were not blocked") when no step reads that column yet."""
+    table = getattr(plan.steps[0], "table", "")
+    if table not in FACT_ROWS:
+        return plan
+    rows, facts = FACT_ROWS[table]
+    said = intent.lower()
+    for column, word in facts.items():
+        qualified = re.search(
+            rf"\b(?:(?:not|non|un)[- ]?)?{word}\s+(?:{rows})\b"
+            rf"|\b(?:{rows})\s+(?:that|which)\s+(?:were|was|got|have been|had been)\s+"
+            rf"(?:not\s+)?{word}\b",
+            said,
+        )
+        if not qualified or any(column in str(s.model_dump()) for s in plan.steps[1:]):
+            continue
+        yes = not re.search(rf"\bnot\b|\b(?:non|un)[- ]?{word}", qualified.group(0))
+        return _filtering(plan, {"op": "where", "column": column, "equals": yes})
+    return plan
+
+
+LIKENESS = re.compile(
+    r"\b(?:(?:closest|nearest|most similar|most like)\s+(?:to\s+)?|similar to\s+|resembl\w*\s+)"
+    r"(.+?)[\s?.!]*$"
+)
+NEAREST_K = re.compile(r"\b(\d+)\s+(?:[\w-]+\s+){0,2}?(?:closest|nearest|most similar|most like)")
+
+
+def said_likeness(intent: str, plan: Plan) -> Plan:
+    """``plan`` that searches for what the request likens its rows to ("the 10 closest to
+    'ignore all previous instructions'") when it searches for nothing: a likeness ranks by
+    meaning, so a ranking by a column in its place goes."""
+    said = intent.lower()
+    if any(s.NAME in ("search", "reaudit", "dedupe", "diverse") for s in plan.steps):
+        return plan
+    if not (m := LIKENESS.search(said)):
+        return plan
+    quoted = QUOTED.findall(intent)
+    query = quoted[0] if len(quoted) == 1 else m.group(1)
+    tops = [s for s in plan.steps if s.NAME == "top"]
+    k = int(n.group(1)) if (n := NEAREST_K.search(said)) else (tops[0].k if tops else None)
+    search = {"op": "search", "query": query} | ({"k": k} if k else {})
+    kept = [s for s in plan.steps if s.NAME != "top"]
+    return _before_outputs(plan.model_copy(update={"steps": kept}), search)
+
+
+AVERAGE_SAID = re.compile(r"\b(?:average\w*|mean|avg)\b")
+
+
+def said_aggregate(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose aggregate groups by columns its rows hold, the ones the request counts
+    "per" ("average composite score per scorer": scorer, not a checker the scores lack), and
+    averages the one measure the request names (:data:`MEASURES`) when it asks an average
+    and the plan's is missing or not held."""
+    table = getattr(plan.steps[0], "table", "")
+    if table not in EXTRA:
+        return plan
+    held = {f.name for f in [*COMMON, *EXTRA[table]]}
+    said = intent.lower()
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        if step.NAME != "aggregate":
+            held |= {c for c in getattr(step, "ADDS", ()) if "*" not in c}
+            continue
+        update: dict[str, Any] = {}
+        if not set(step.by) <= held:
+            spots = {
+                c: m.start()
+                for c in held
+                if (
+                    m := re.search(
+                        rf"\b(?:per|by|each|every|across)\s+{c.replace('_', '[ _]')}s?\b", said
+                    )
+                )
+            }
+            if spots:
+                update["by"] = sorted(spots, key=spots.__getitem__)
+        if (step.mean is None or step.mean not in held) and AVERAGE_SAID.search(said):
+            measures = MEASURES.get(table, {}).items()
+            named = [c for c, w in measures if c in held and re.search(rf"\b(?:{w})\b", said)]
+            if len(named) == 1:
+                update["mean"] = named[0]
+        if update:
+            steps[i] = step.model_copy(update=update)
+        break
+    return plan.model_copy(update={"steps": steps})

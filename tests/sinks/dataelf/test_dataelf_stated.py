@@ -9,16 +9,23 @@ from safactory.sinks.dataelf.plan import Plan
 from safactory.sinks.dataelf.stated import (
     bound,
     groups,
+    said_aggregate,
     said_bounds,
+    said_fact_rows,
     said_facts,
     said_groups,
+    said_histogram_column,
     said_join,
+    said_likeness,
+    said_off,
     said_outcome,
     said_poison,
     said_poisoning,
     said_quote,
     said_random,
+    said_sample,
     said_search,
+    said_search_column,
     said_severity_floor,
     said_top,
     said_version,
@@ -226,3 +233,119 @@ def test_a_risk_type_nobody_names_is_not_filtered_on_and_one_unknown_is_asked() 
     kept, about = unguessed("the high-severity verdicts of the past week", guessed)
     assert about is None and kept.steps[0].risk_type is None
     assert unguessed("verdicts about spam", guessed)[1] == "risk_type"
+
+
+def test_a_list_of_groups_after_by_is_every_group() -> None:
+    assert groups("split the verdicts by checker and decision, then count", "verdicts") == [
+        "checker",
+        "decision",
+    ]
+    assert groups("tally per env, checker and severity", "verdicts") == [
+        "env",
+        "checker",
+        "severity",
+    ]
+    # a filter after a comma is no group
+    assert groups("tally per env, severity >= medium", "verdicts") == ["env"]
+    counted = plan({"op": "select", "table": "verdicts"}, {"op": "aggregate", "by": ["checker"]})
+    widened = said_groups("break them down by checker and severity", counted)
+    assert steps(widened)[1]["by"] == ["checker", "severity"]
+
+
+def test_a_stated_sample_is_drawn_with_its_seed() -> None:
+    scored = plan(
+        {"op": "select", "table": "trajectories", "env": "qa"},
+        {"op": "score"},
+        {"op": "top", "column": "value", "k": 3},
+    )
+    drawn = said_sample("take a random 30 of the qa runs (seed 11), score them, best 3", scored)
+    assert steps(drawn)[1] == {"op": "sample", "k": 30, "seed": 11}
+    # a sample the plan draws keeps its size and takes the stated seed
+    sampled = plan({"op": "select", "table": "steps"}, {"op": "sample", "k": 5})
+    assert steps(said_sample("5 steps at random, seed 2", sampled))[1]["seed"] == 2
+    # no sample said: nothing drawn; a size some step already uses is left alone
+    assert said_sample("the best 3 runs by value", scored) == scored
+    assert said_sample("best 3 of a sample of 3", scored) == scored
+
+
+def test_the_text_column_named_is_the_one_searched() -> None:
+    searched = plan({"op": "select", "table": "skills"}, {"op": "search", "query": "backups"})
+    by_title = said_search_column("skills whose names are about backups", searched)
+    assert steps(by_title)[1]["column"] == "title"
+    denied = "skills about backups, matching the title not the body"
+    assert steps(said_search_column(denied, searched))[1]["column"] == "title"
+    assert said_search_column("skills about backups", searched) == searched
+    steps_searched = plan({"op": "select", "table": "steps"}, {"op": "search", "query": "rm"})
+    assert said_search_column("step text about rm", steps_searched) == steps_searched
+
+
+def test_a_histogram_is_of_the_measure_named() -> None:
+    drawn = plan(
+        {"op": "select", "table": "trajectories"},
+        {"op": "histogram", "column": "reward", "bins": 4},
+    )
+    assert steps(said_histogram_column("how is complexity spread? 4 bins", drawn))[1] == {
+        "op": "histogram",
+        "column": "complexity",
+        "bins": 4,
+    }
+    # two measures named, or none: left as planned
+    assert said_histogram_column("reward and complexity in 4 bins", drawn) == drawn
+    assert said_histogram_column("a 4-bin histogram of the runs", drawn) == drawn
+
+
+def test_checkers_turned_off_are_left_out_not_run_alone() -> None:
+    only = plan({"op": "select", "table": "steps"}, {"op": "reaudit", "checkers": ["rule.pii"]})
+    off = said_off("judge the steps again with rule.pii switched off", only)
+    assert steps(off)[1] == {"op": "reaudit", "checkers": None, "without": ["rule.pii"]}
+    assert steps(said_off("re-audit, leaving out rule.pii", only))[1]["without"] == ["rule.pii"]
+    assert said_off("re-audit with only rule.pii", only) == only
+
+
+def test_rows_qualified_by_a_fact_keep_only_those() -> None:
+    joined = plan({"op": "select", "table": "steps"}, {"op": "join"})
+    kept = said_fact_rows("list every injected step alongside its verdicts", joined)
+    assert steps(kept)[1] == {"op": "where", "column": "injected", "equals": True}
+    unblocked = said_fact_rows("steps that were not blocked, with verdicts", joined)
+    assert steps(unblocked)[1] == {"op": "where", "column": "blocked", "equals": False}
+    episodes = plan({"op": "select", "table": "episodes"})
+    assert steps(said_fact_rows("the unsafe episodes", episodes))[1]["equals"] is True
+    rate = plan(
+        {"op": "select", "table": "steps"}, {"op": "aggregate", "by": ["env"], "mean": "blocked"}
+    )
+    assert said_fact_rows("the share of blocked steps per env", rate) == rate
+    assert said_fact_rows("steps with their verdicts", joined) == joined
+
+
+def test_a_likeness_is_searched_for() -> None:
+    ranked = plan(
+        {"op": "select", "table": "steps"},
+        {"op": "top", "column": "step_index", "k": 4},
+    )
+    liked = said_likeness("the 4 steps nearest to 'delete the backups'", ranked)
+    assert steps(liked)[1:] == [{"op": "search", "query": "delete the backups", "k": 4}]
+    assert said_likeness("the 4 latest steps", ranked) == ranked
+    # "similar ones" likens to nothing named: no search
+    poisoned = plan({"op": "select", "table": "trajectories"}, {"op": "poison", "label": "outcome"})
+    assert said_likeness("runs whose label disagrees with similar ones", poisoned) == poisoned
+
+
+def test_an_aggregate_groups_by_held_columns_and_averages_the_measure_named() -> None:
+    guessed = plan(
+        {"op": "select", "table": "scores"},
+        {"op": "aggregate", "by": ["checker"], "mean": "score"},
+    )
+    fixed = said_aggregate("mean composite for every scorer", guessed)
+    assert steps(fixed)[1] == {"op": "aggregate", "by": ["scorer"], "mean": "composite"}
+    held = plan({"op": "select", "table": "verdicts"}, {"op": "aggregate", "by": ["checker"]})
+    assert said_aggregate("how many verdicts per checker", held) == held
+
+
+def test_a_risk_type_spoken_of_as_groups_is_no_filter_and_no_question() -> None:
+    guessed = plan(
+        {"op": "select", "table": "verdicts", "risk_type": "goal_hijack"},
+        {"op": "aggregate", "by": ["risk_type"]},
+    )
+    grounded, about = unguessed("which risk types got flagged this week, counted", guessed)
+    assert about is None
+    assert steps(grounded)[0] == {"op": "select", "table": "verdicts"}
