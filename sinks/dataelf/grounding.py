@@ -50,11 +50,14 @@ from .stated import (
     reselected,
     said_aggregate,
     said_bounds,
+    said_decision,
+    said_diverse,
     said_fact_rows,
     said_facts,
     said_groups,
     said_histogram_column,
     said_join,
+    said_joined_groups,
     said_likeness,
     said_off,
     said_outcome,
@@ -62,12 +65,15 @@ from .stated import (
     said_poisoning,
     said_quote,
     said_random,
+    said_rerun,
     said_sample,
     said_search,
     said_search_column,
     said_severity_floor,
     said_top,
+    said_units,
     said_version,
+    said_window,
     step_in,
 )
 
@@ -432,8 +438,9 @@ def unnamed(intent: str, plan: Plan) -> str | None:
     said = intent.lower()
     select = plan.steps[0]
     env = getattr(select, "env", None)
-    if env and not any(n.lower() in said for n in [env, *ENVS.get(env, [])]):
-        return "env"
+    forms = [re.escape(n.lower()) for n in [env or "", *ENVS.get(env or "", [])]]
+    if env and not any(re.search(rf"(?<!\w){f}(?!\w)", said) for f in forms):
+        return "env"  # a name said as a word: "os" is not said in "closest"
     risk = getattr(select, "risk_type", None)
     if risk:
         words = {w for n in [risk, *RISKS.get(risk, [])] for w in n.replace("_", " ").split()}
@@ -683,8 +690,11 @@ def asked_grouping(intent: str, plan: Plan) -> Plan:
     return plan
 
 
-CHANGED_SAID = re.compile(r"\b(?:chang\w*|differ\w*|flip\w*|new decision|now get)\b")
-"""The words that ask for the re-audited steps whose decision changed."""
+CHANGED_SAID = re.compile(
+    r"\b(?:chang\w*|differ\w*|flip\w*|(?<!each )(?<!per )(?<!every )new decision|now get)\b"
+)
+"""The words that ask for the re-audited steps whose decision changed ("each new decision"
+names the re-audit's decision, counted, not a change)."""
 
 
 def asked_changed(intent: str, plan: Plan) -> Plan:
@@ -800,13 +810,17 @@ def said_severity(intent: str, plan: Plan) -> Plan:
 def ground(intent: str, plan: Plan) -> tuple[Plan, str | None]:
     """``plan`` grounded in ``intent`` by every rule here, with what to ask about (None when
     nothing)."""
+    plan = said_window(intent, plan)
     plan = said_outcome(intent, said_facts(intent, said_bounds(intent, plan)))
-    plan = said_fact_rows(intent, plan)
+    plan = said_decision(intent, said_fact_rows(intent, plan))
     plan = said_poison(intent, said_poisoning(intent, said_join(intent, plan)))
-    plan = said_likeness(intent, said_search_column(intent, said_quote(intent, plan)))
-    plan = said_top(intent, said_groups(intent, said_search(intent, plan)))
+    plan = said_joined_groups(intent, plan)
+    plan = said_top(intent, said_groups(intent, said_search(intent, said_quote(intent, plan))))
+    plan = said_likeness(intent, said_search_column(intent, plan))
     plan = said_random(intent, said_severity_floor(intent, said_version(intent, plan)))
-    plan = said_off(intent, said_sample(intent, plan))
+    plan = said_search_column(intent, said_diverse(intent, plan))
+    plan = said_off(intent, said_rerun(intent, said_sample(intent, plan)))
+    plan = said_units(intent, plan)
     plan = asked_histogram(intent, asked_rate(intent, plan))
     plan = said_histogram_column(intent, plan)
     plan = held_columns(possible(polarized(intent, filled(intent, plan))))

@@ -35,6 +35,16 @@ each rule here puts back one kind of stated fact, by principle, never by a datas
   (:func:`said_fact_rows`); **a likeness** — "the 10 closest to '…'" is a search, not a
   ranking by some column (:func:`said_likeness`).
 
+* **a decision** — "the block decisions each checker issued" keeps the blocks
+  (:func:`said_decision`); a count "per decision" after a join is of the joined column
+  (:func:`said_joined_groups`);
+* **a checker to run again** — "re-run just model.instruction_in_data" re-audits with it,
+  and "each new decision" counts the re-audit's (:func:`said_rerun`);
+* **a preference** — "diverse ones, preferring high value" weights the pick
+  (:func:`said_diverse`);
+* **time** — epoch seconds are ``since``/``until`` and a window nobody states in days goes
+  (:func:`said_window`); "the last 7 days" is a window, not the 7 newest (:func:`said_units`).
+
 Each rule adds only what the plan lacks, and leaves a plan that already says it alone.
 """
 
@@ -69,6 +79,25 @@ GAP = rf"\W+(?:(?:{LINKING})\W+){{0,3}}?"
 """Only linking words stand between a column and its bound ("a reward of at least")."""
 UNIT = r"(?!\s*(?:%|percent|bins?|buckets?|hours?|days?|weeks?|months?|steps?|versions?)\b)"
 """A number followed by a unit counts something else ("over 5 bins")."""
+
+
+MEASURES = {
+    "trajectories": {
+        "reward": r"rewards?|returns?",
+        "num_steps": r"lengths?|step counts?|number of steps",
+        "value": r"values?",
+        "quality": r"quality|qualities",
+        "complexity": r"complexity|complexities",
+        "novelty": r"novelty|novelties",
+        "safety": r"safety",
+        "ifd": r"ifd|instruction[- ]following difficult(?:y|ies)",
+        "perplexity": r"perplexit(?:y|ies)",
+    },
+    "episodes": {"task_reward": r"(?:task )?rewards?", "num_steps": r"lengths?|step counts?"},
+    "verdicts": {"score": r"(?:risk )?scores?", "severity_rank": r"severity ranks?"},
+    "scores": {"composite": r"composites?(?: scores?)?"},
+}
+"""The number columns of each table a request measures, and how it says each."""
 
 
 def step_in(plan: Plan, step: dict[str, Any]) -> BaseModel:
@@ -127,16 +156,16 @@ def bound(intent: str, table: str) -> dict[str, Any] | None:
             return {"column": "num_steps", "min": int(m.group(1) or m.group(2))}
         if m := re.search(rf"\bat most (\d+) steps\b|\b(\d+) steps {OR_LESS}\b", said):
             return {"column": "num_steps", "max": int(m.group(1) or m.group(2))}
-    if table not in BOUNDED:
-        return None
-    column, words = BOUNDED[table]
-    col = rf"\b(?:{words})\b"
-    if m := re.search(rf"{col}{GAP}between {NUMBER} and {NUMBER}{UNIT}", said):
-        return {"column": column, "min": float(m.group(1)), "max": float(m.group(2))}
-    if m := re.search(rf"{col}{GAP}(?:{ABOVE}\s*{NUMBER}{UNIT}|{NUMBER} {OR_MORE})", said):
-        return {"column": column, "min": float(m.group(1) or m.group(2))}
-    if m := re.search(rf"{col}{GAP}(?:{BELOW}\s*{NUMBER}{UNIT}|{NUMBER} {OR_LESS})", said):
-        return {"column": column, "max": float(m.group(1) or m.group(2))}
+    named = [BOUNDED[table]] if table in BOUNDED else []
+    named += [(c, w) for c, w in MEASURES.get(table, {}).items() if c in Score.ADDS]
+    for column, words in named:
+        col = rf"\b(?:{words})\b"
+        if m := re.search(rf"{col}{GAP}between {NUMBER} and {NUMBER}{UNIT}", said):
+            return {"column": column, "min": float(m.group(1)), "max": float(m.group(2))}
+        if m := re.search(rf"{col}{GAP}(?:{ABOVE}\s*{NUMBER}{UNIT}|{NUMBER} {OR_MORE})", said):
+            return {"column": column, "min": float(m.group(1) or m.group(2))}
+        if m := re.search(rf"{col}{GAP}(?:{BELOW}\s*{NUMBER}{UNIT}|{NUMBER} {OR_LESS})", said):
+            return {"column": column, "max": float(m.group(1) or m.group(2))}
     return None
 
 
@@ -146,13 +175,27 @@ def said_bounds(intent: str, plan: Plan) -> Plan:
     select = plan.steps[0]
     if select.NAME != "select" or not (where := bound(intent, select.table)):
         return plan
-    if _filters(plan, where["column"]):
-        return plan
-    said = {str(v) for k, v in where.items() if k != "column"} | {
-        f"{v:g}" for k, v in where.items() if k != "column"
-    }
-    kept = [s for s in plan.steps if not (s.NAME == "search" and any(n in s.query for n in said))]
-    return _filtering(plan.model_copy(update={"steps": kept}), {"op": "where", **where})
+    column = where["column"]
+    stated = {k: v for k, v in where.items() if k != "column"}
+    kept = []
+    for step in plan.steps:
+        if step.NAME == "where" and step.column == column:
+            same_way = all(getattr(step, k) is not None for k in stated)
+            if step.equals is not None or same_way:
+                return plan  # the plan bounds it already the way the request does
+            continue  # a bound the other way round from the one stated
+        kept.append(step)
+    said = {str(v) for v in stated.values()} | {f"{v:g}" for v in stated.values()}
+    kept = [s for s in kept if not (s.NAME == "search" and any(n in s.query for n in said))]
+    plan = plan.model_copy(update={"steps": kept})
+    if column not in Score.ADDS:
+        return _filtering(plan, {"op": "where", **where})
+    at = next((i + 1 for i, s in enumerate(kept) if s.NAME == "score"), None)
+    added = [step_in(plan, {"op": "where", **where})]
+    if at is None:  # a measure only scoring makes: scored first
+        at = _past_filters(kept)
+        added.insert(0, step_in(plan, {"op": "score"}))
+    return plan.model_copy(update={"steps": [*kept[:at], *added, *kept[at:]]})
 
 
 FACTS = {
@@ -365,7 +408,9 @@ def said_search(intent: str, plan: Plan) -> Plan:
     if not (m := LIKENED.search(said)):
         return plan
     at = next(i for i, s in enumerate(plan.steps) if s.NAME == "reaudit")
-    search = step_in(plan, {"op": "search", "query": m.group(1)})
+    quoted = QUOTED.findall(intent)
+    query = quoted[0] if len(quoted) == 1 else m.group(1)
+    search = step_in(plan, {"op": "search", "query": query})
     kept = [s for s in plan.steps[at + 1 :] if not (s.NAME == "where" and s.column == "changed")]
     return plan.model_copy(update={"steps": [*plan.steps[:at], search, *kept]})
 
@@ -573,8 +618,8 @@ SEARCHED_COLUMNS = {"skills": {"title": r"titles?|names?|headings?", "text": r"b
 
 
 def said_search_column(intent: str, plan: Plan) -> Plan:
-    """``plan`` whose search reads the one text column the request names ("search skill
-    titles only, not the body text": the title), of a table with several."""
+    """``plan`` whose search or diverse pick reads the one text column the request names
+    ("search skill titles only, not the body text": the title), of a table with several."""
     columns = SEARCHED_COLUMNS.get(getattr(plan.steps[0], "table", ""), {})
     said = intent.lower()
     named = [
@@ -586,30 +631,11 @@ def said_search_column(intent: str, plan: Plan) -> Plan:
         return plan
     steps = [
         s.model_copy(update={"column": named[0]})
-        if s.NAME == "search" and s.column != named[0]
+        if s.NAME in ("search", "diverse") and s.column != named[0]
         else s
         for s in plan.steps
     ]
     return plan.model_copy(update={"steps": steps})
-
-
-MEASURES = {
-    "trajectories": {
-        "reward": r"rewards?|returns?",
-        "num_steps": r"lengths?|step counts?|number of steps",
-        "value": r"values?",
-        "quality": r"quality|qualities",
-        "complexity": r"complexity|complexities",
-        "novelty": r"novelty|novelties",
-        "safety": r"safety",
-        "ifd": r"ifd|instruction[- ]following difficult(?:y|ies)",
-        "perplexity": r"perplexit(?:y|ies)",
-    },
-    "episodes": {"task_reward": r"(?:task )?rewards?", "num_steps": r"lengths?|step counts?"},
-    "verdicts": {"score": r"(?:risk )?scores?", "severity_rank": r"severity ranks?"},
-    "scores": {"composite": r"composites?(?: scores?)?"},
-}
-"""The number columns of each table a request measures, and how it says each."""
 
 
 def said_histogram_column(intent: str, plan: Plan) -> Plan:
@@ -760,3 +786,139 @@ def said_aggregate(intent: str, plan: Plan) -> Plan:
             steps[i] = step.model_copy(update=update)
         break
     return plan.model_copy(update={"steps": steps})
+
+
+DECISIONS_SAID = {
+    "block": r"block(?:s|ed|ing)?",
+    "warn": r"warn(?:s|ed|ings?)?",
+    "allow": r"allow(?:s|ed|ing)?",
+    "uncertain": r"uncertain",
+}
+"""How a request names each of a verdict's decisions."""
+
+
+def said_decision(intent: str, plan: Plan) -> Plan:
+    """``plan`` of verdicts keeping the one decision the request names ("the block
+    decisions each checker issued") when no step reads the decision yet."""
+    if getattr(plan.steps[0], "table", None) != "verdicts":
+        return plan
+    said = intent.lower()
+    named = [d for d, w in DECISIONS_SAID.items() if re.search(rf"\b(?:{w})\b", said)]
+    if len(named) != 1 or re.search(rf"{DENIED}(?:{DECISIONS_SAID[named[0]]})\b", said):
+        return plan
+    if any("decision" in str(s.model_dump()) for s in plan.steps[1:]):
+        return plan
+    return _filtering(plan, {"op": "where", "column": "decision", "equals": named[0]})
+
+
+def said_joined_groups(intent: str, plan: Plan) -> Plan:
+    """``plan`` counting its joined rows per the joined column the request counts by ("join
+    every step to its verdicts' decisions and count the rows per decision":
+    ``verdicts_decision``) when it counts nothing yet."""
+    said = intent.lower()
+    joins = [s for s in plan.steps if s.NAME == "join"]
+    if len(joins) != 1 or not COUNTING.search(said):
+        return plan
+    if any(s.NAME in ("aggregate", "histogram") for s in plan.steps):
+        return plan
+    join = joins[0]
+    base = {f.name for f in [*COMMON, *EXTRA[plan.steps[0].table]]}
+    by = [f"{join.table}_{c}" for c in groups(intent, join.table) if c in join.columns]
+    by = [c for c in by if c not in base]
+    if not by:
+        return plan
+    return _before_outputs(plan, {"op": "aggregate", "by": by})
+
+
+RERUN_SAID = re.compile(
+    r"\b(?:re-?run\w*|re-?audit\w*|re-?check\w*|re-?judg\w*|re-?evaluat\w*|judge\w* (?:\w+ )?again"
+    r"|run\w* (?:just |only )?(?:the )?[a-z]+\.[a-z_]+ (?:again|on))"
+)
+NEW_DECISION = re.compile(
+    r"\b(?:new|fresh|re-?audit\w*) decisions?\b|\b(?:per|each|every|by) (?:\w+ )?decisions?\b"
+)
+
+
+def said_rerun(intent: str, plan: Plan) -> Plan:
+    """``plan`` that judges its rows again with the checkers the request names ("re-run just
+    model.instruction_in_data on them") when it re-audits nothing, and that counts the new
+    decisions when the request counts per decision after it."""
+    said = intent.lower()
+    steps = list(plan.steps)
+    if not any(s.NAME == "reaudit" for s in steps):
+        named = [m.group(1) for m in CHECKER.finditer(said)]
+        if not (RERUN_SAID.search(said) and named) or plan.steps[0].table != "steps":
+            return plan
+        rows = [s for s in steps if s.NAME not in ("aggregate", "export", "plot")]
+        reaudit = step_in(plan, {"op": "reaudit", "checkers": list(dict.fromkeys(named))})
+        steps = [*rows, reaudit, *[s for s in steps if s not in rows]]
+        plan = plan.model_copy(update={"steps": steps})
+    at = next(i for i, s in enumerate(steps) if s.NAME == "reaudit")
+    if COUNTING.search(said) and NEW_DECISION.search(said):
+        later = [s for s in steps[at + 1 :] if s.NAME == "aggregate"]
+        if not later:
+            return _before_outputs(plan, {"op": "aggregate", "by": ["reaudit_decision"]})
+        if "decision" in later[0].by:
+            by = ["reaudit_decision" if g == "decision" else g for g in later[0].by]
+            new = later[0].model_copy(update={"by": by})
+            steps = [new if s is later[0] else s for s in steps]
+    return plan.model_copy(update={"steps": steps})
+
+
+PREFERRED = re.compile(r"\b(?:prefer\w*|favou?r\w*|weight\w*|bias\w*|leaning)\b")
+
+
+def said_diverse(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose diverse pick is weighted by the one measure the request prefers ("10
+    diverse ones, preferring those with high value")."""
+    said = intent.lower()
+    if not any(s.NAME == "diverse" for s in plan.steps):
+        return plan
+    measures = MEASURES.get(plan.steps[0].table, {})
+    named = [c for c, w in measures.items() if re.search(rf"\b(?:{w})\b", said)]
+    if not PREFERRED.search(said) or len(named) != 1:
+        return plan
+    steps = [
+        s.model_copy(update={"weight": named[0]}) if s.NAME == "diverse" and not s.weight else s
+        for s in plan.steps
+    ]
+    return plan.model_copy(update={"steps": steps})
+
+
+EPOCH = r"(\d{9,11}(?:\.\d+)?)"
+TIME_UNIT = re.compile(r"\b(?:hours?|days?|weeks?|months?|years?|fortnights?|today|yesterday)\b")
+COUNTS_TIME = re.compile(r"[\s-]*(?:hours?|days?|weeks?|months?|years?)\b")
+
+
+def said_window(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose time window is the one the request states: epoch seconds ("between
+    epoch 1735689600 and 1738368000", "since 1735689600", "before …") are ``since`` and
+    ``until``, and a window in days it never states in a unit of time goes."""
+    said = intent.lower()
+    update: dict[str, Any] = {}
+    if m := re.search(rf"\bbetween (?:\w+ ){{0,2}}?{EPOCH} and (?:\w+ )?{EPOCH}", said):
+        update = {"since": float(m.group(1)), "until": float(m.group(2))}
+    else:
+        if m := re.search(rf"\b(?:since|after|from)\s+(?:\w+\s+)?{EPOCH}", said):
+            update["since"] = float(m.group(1))
+        if m := re.search(rf"\b(?:before|until|till|up to)\s+(?:\w+\s+)?{EPOCH}", said):
+            update["until"] = float(m.group(1))
+    select = plan.steps[0]
+    if getattr(select, "within_days", None) is not None and not TIME_UNIT.search(said):
+        update["within_days"] = None
+    if not update or all(getattr(select, k, None) == v for k, v in update.items()):
+        return plan
+    return reselected(plan, **update)
+
+
+def said_units(intent: str, plan: Plan) -> Plan:
+    """``plan`` without a ranking whose ``k`` the request states only as a count of time
+    ("the last 7 days of episodes" is a window, not the 7 newest)."""
+    said = intent.lower()
+
+    def only_time(k: int) -> bool:
+        spots = list(re.finditer(rf"(?<![\d.]){k}(?![\d.])", said))
+        return bool(spots) and all(COUNTS_TIME.match(said, m.end()) for m in spots)
+
+    kept = [s for s in plan.steps if not (s.NAME == "top" and only_time(s.k))]
+    return plan.model_copy(update={"steps": kept})

@@ -11,11 +11,14 @@ from safactory.sinks.dataelf.stated import (
     groups,
     said_aggregate,
     said_bounds,
+    said_decision,
+    said_diverse,
     said_fact_rows,
     said_facts,
     said_groups,
     said_histogram_column,
     said_join,
+    said_joined_groups,
     said_likeness,
     said_off,
     said_outcome,
@@ -23,12 +26,15 @@ from safactory.sinks.dataelf.stated import (
     said_poisoning,
     said_quote,
     said_random,
+    said_rerun,
     said_sample,
     said_search,
     said_search_column,
     said_severity_floor,
     said_top,
+    said_units,
     said_version,
+    said_window,
 )
 
 
@@ -349,3 +355,78 @@ def test_a_risk_type_spoken_of_as_groups_is_no_filter_and_no_question() -> None:
     grounded, about = unguessed("which risk types got flagged this week, counted", guessed)
     assert about is None
     assert steps(grounded)[0] == {"op": "select", "table": "verdicts"}
+
+
+def test_a_decision_named_is_the_one_kept() -> None:
+    counted = plan({"op": "select", "table": "verdicts"}, {"op": "aggregate", "by": ["env"]})
+    warned = said_decision("how many warnings did each env raise", counted)
+    assert steps(warned)[1] == {"op": "where", "column": "decision", "equals": "warn"}
+    assert said_decision("how many verdicts per env", counted) == counted
+    assert said_decision("verdicts that were not blocked, per env", counted) == counted
+    decided = plan({"op": "select", "table": "verdicts"}, {"op": "aggregate", "by": ["decision"]})
+    assert said_decision("count the blocks and warnings per decision", decided) == decided
+
+
+def test_a_bound_the_wrong_way_round_is_turned_and_a_scored_measure_is_bounded() -> None:
+    wrong = plan(
+        {"op": "select", "table": "episodes"},
+        {"op": "where", "column": "task_reward", "min": 0.3},
+    )
+    turned = said_bounds("episodes whose task reward is below 0.3", wrong)
+    assert steps(turned)[1] == {"op": "where", "column": "task_reward", "max": 0.3}
+    scored = plan({"op": "select", "table": "trajectories"})
+    kept = said_bounds("trajectories with a quality of at least 0.7", scored)
+    assert steps(kept)[1:] == [
+        {"op": "score"},
+        {"op": "where", "column": "quality", "min": 0.7},
+    ]
+
+
+def test_counts_per_a_joined_column_are_of_the_joined_name() -> None:
+    joined = plan({"op": "select", "table": "steps"}, {"op": "join", "columns": ["severity"]})
+    counted = said_joined_groups("attach verdict severities to steps; tally by severity", joined)
+    assert steps(counted)[2] == {"op": "aggregate", "by": ["verdicts_severity"]}
+    assert said_joined_groups("attach verdict severities to steps", joined) == joined
+
+
+def test_a_checker_named_to_run_again_is_a_reaudit_counted_by_its_new_decision() -> None:
+    sampled = plan({"op": "select", "table": "steps"}, {"op": "sample", "k": 9})
+    rerun = said_rerun(
+        "rerun rule.secrets over 9 sampled steps; how many per new decision?", sampled
+    )
+    assert steps(rerun)[2:] == [
+        {"op": "reaudit", "checkers": ["rule.secrets"]},
+        {"op": "aggregate", "by": ["reaudit_decision"]},
+    ]
+    assert said_rerun("9 sampled steps, what did rule.secrets say", sampled) == sampled
+
+
+def test_a_diverse_pick_is_weighted_by_the_measure_preferred() -> None:
+    picked = plan(
+        {"op": "select", "table": "trajectories"}, {"op": "score"}, {"op": "diverse", "k": 6}
+    )
+    weighted = said_diverse("6 varied runs, favouring high quality", picked)
+    assert steps(weighted)[2] == {"op": "diverse", "k": 6, "weight": "quality"}
+    assert said_diverse("6 varied runs", picked) == picked
+
+
+def test_a_window_in_epoch_seconds_is_since_and_until() -> None:
+    guessed = plan({"op": "select", "table": "verdicts", "within_days": 1700.0})
+    window = said_window("verdicts between epoch 1700000000 and 1700086400", guessed)
+    assert steps(window)[0] == {
+        "op": "select",
+        "table": "verdicts",
+        "since": 1700000000.0,
+        "until": 1700086400.0,
+    }
+    days = plan({"op": "select", "table": "verdicts", "within_days": 3.0})
+    assert said_window("verdicts of the last 3 days", days) == days
+
+
+def test_a_count_of_days_is_no_ranking() -> None:
+    ranked = plan(
+        {"op": "select", "table": "steps", "within_days": 4.0},
+        {"op": "top", "column": "produced_at", "k": 4},
+    )
+    assert steps(said_units("the newest steps of the past 4 days", ranked)) == steps(ranked)[:1]
+    assert said_units("the 4 newest steps of the past 4 days", ranked) == ranked
