@@ -50,11 +50,15 @@ from .stated import (
     reselected,
     said_aggregate,
     said_bounds,
+    said_checker,
     said_decision,
+    said_distinct,
     said_diverse,
+    said_each_value,
     said_fact_rows,
     said_facts,
     said_groups,
+    said_histogram,
     said_histogram_column,
     said_join,
     said_joined_groups,
@@ -63,8 +67,10 @@ from .stated import (
     said_outcome,
     said_poison,
     said_poisoning,
+    said_query,
     said_quote,
     said_random,
+    said_rate,
     said_rerun,
     said_sample,
     said_search,
@@ -312,22 +318,38 @@ DOMAINS = {
 
 
 def possible(plan: Plan) -> Plan:
-    """``plan`` without a ``where`` on a value its column can never hold (:data:`DOMAINS`),
-    nor a numeric bound on a column of names ("severity at most 10")."""
+    """``plan`` without a ``where`` on a value its column can never hold (:data:`DOMAINS`;
+    a word for a number column, :data:`NUMERIC`), nor a numeric bound on a column of names
+    ("severity at most 10")."""
+    numeric = {f.name for f in [*COMMON, *EXTRA.get(getattr(plan.steps[0], "table", ""), [])]}
+    numeric = {c for c in numeric if c in NUMERIC}
     kept = [
         s
         for s in plan.steps
         if not (
             s.NAME == "where"
-            and s.column in DOMAINS
             and (
-                (isinstance(s.equals, str) and s.equals not in DOMAINS[s.column])
-                or s.min is not None
-                or s.max is not None
+                (
+                    s.column in DOMAINS
+                    and (
+                        (isinstance(s.equals, str) and s.equals not in DOMAINS[s.column])
+                        or s.min is not None
+                        or s.max is not None
+                    )
+                )
+                or (s.column in numeric and isinstance(s.equals, str))
             )
         )
     ]
     return plan.model_copy(update={"steps": kept})
+
+
+NUMERIC = {
+    f.name
+    for f in [*COMMON, *(f for fields in EXTRA.values() for f in fields)]
+    if str(f.type).startswith(("int", "float", "double"))
+}
+"""The number columns: a word is never their value ("policy_version = unsafe")."""
 
 
 NAMED_ENV = re.compile(r"\b([\w-]+)[\s-]+env(?:ironment)?s?\b(?!\s*[=:])", re.IGNORECASE)
@@ -758,9 +780,9 @@ def held_columns(plan: Plan) -> Plan:
         return plan
     held = {f.name for f in [*COMMON, *EXTRA[first.table]]}
     kept = [first]
-    for step in plan.steps[1:]:
-        if step.NAME in ("join", "aggregate"):
-            return plan
+    for i, step in enumerate(plan.steps[1:], start=1):
+        if step.NAME in ("join", "aggregate"):  # the filters before it are checked all the same
+            return plan.model_copy(update={"steps": [*kept, *plan.steps[i:]]})
         if step.NAME == "where" and step.column not in held:
             continue
         held |= set(getattr(step, "ADDS", ()))
@@ -812,11 +834,13 @@ def ground(intent: str, plan: Plan) -> tuple[Plan, str | None]:
     nothing)."""
     plan = said_window(intent, plan)
     plan = said_outcome(intent, said_facts(intent, said_bounds(intent, plan)))
-    plan = said_decision(intent, said_fact_rows(intent, plan))
+    plan = said_checker(intent, said_decision(intent, said_fact_rows(intent, plan)))
     plan = said_poison(intent, said_poisoning(intent, said_join(intent, plan)))
-    plan = said_joined_groups(intent, plan)
+    plan = said_joined_groups(intent, said_distinct(intent, plan))
     plan = said_top(intent, said_groups(intent, said_search(intent, said_quote(intent, plan))))
-    plan = said_likeness(intent, said_search_column(intent, plan))
+    plan = said_rate(intent, said_each_value(intent, plan))
+    plan = said_query(intent, said_likeness(intent, said_search_column(intent, plan)))
+    plan = said_histogram(intent, plan)
     plan = said_random(intent, said_severity_floor(intent, said_version(intent, plan)))
     plan = said_search_column(intent, said_diverse(intent, plan))
     plan = said_off(intent, said_rerun(intent, said_sample(intent, plan)))

@@ -45,6 +45,15 @@ each rule here puts back one kind of stated fact, by principle, never by a datas
 * **time** — epoch seconds are ``since``/``until`` and a window nobody states in days goes
   (:func:`said_window`); "the last 7 days" is a window, not the 7 newest (:func:`said_units`).
 
+* **a checker named** — "which deep.action_harm verdicts …" keeps that checker's
+  (:func:`said_checker`); **several values named** — "how many succeeded and how many
+  failed" keeps both (:func:`said_each_value`);
+* **words said** — a search is for the phrase the request says, not one it never says
+  (:func:`said_query`); "distinct checker / risk_type pairs" is a dedupe on them
+  (:func:`said_distinct`); "bin the novelty into 5 buckets" is a histogram
+  (:func:`said_histogram`); "the unsafe rate per version" is the mean of ``unsafe`` by
+  version (:func:`said_rate`).
+
 Each rule adds only what the plan lacks, and leaves a plan that already says it alone.
 """
 
@@ -266,10 +275,10 @@ def said_poison(intent: str, plan: Plan) -> Plan:
         return plan
     said = intent.lower()
     kinds = [k for k, words in POISON.items() if re.search(words, said)]
-    if not kinds:  # "signs of poisoning" names no kind: every row is kept
+    if len(kinds) != 1:  # "signs of poisoning" names no kind, "triggers and flips" both
         kept = [s for s in plan.steps if not (s.NAME == "where" and s.column == "poison")]
         return plan.model_copy(update={"steps": kept})
-    if len(kinds) != 1 or _filters(plan, "poison"):
+    if _filters(plan, "poison"):
         return plan
     at = next(i for i, s in enumerate(plan.steps) if s.NAME == "poison") + 1
     where = step_in(plan, {"op": "where", "column": "poison", "equals": kinds[0]})
@@ -501,22 +510,27 @@ JOINED = {
 UNMATCHED_DROPPED = re.compile(
     r"\b(?:drop\w*|remov\w*|skip\w*|exclud\w*|leav\w* out|omit\w*|without those|inner)\b"
     r"|\bonly (?:the )?\w+ (?:with|that have|that got)\b"
+    r"|\bonly (?:the )?\w+ (?:that|which) (?:actually |really )?(?:got|received|have|had|carry)\b"
 )
 
 
 def said_join(intent: str, plan: Plan) -> Plan:
     """``plan`` whose join of verdicts adds the verdict columns the request names ("their
-    verdicts' checker and decision"), and drops rows without a verdict when it says so."""
+    verdicts' checker and decision"; all when it names none), and drops rows without a
+    verdict when it says so."""
     said = intent.lower()
     steps = list(plan.steps)
     for i, step in enumerate(steps):
         if step.NAME != "join" or step.table != "verdicts":
             continue
         columns = [c for c, words in JOINED.items() if re.search(rf"\b{words}\b", said)]
-        update: dict[str, Any] = {"columns": columns} if columns else {}
+        fields = step.model_dump(exclude_unset=True) | {"op": "join"}
+        fields.pop("columns", None)  # none named: the default columns, all of them
+        if columns:
+            fields["columns"] = columns
         if UNMATCHED_DROPPED.search(said) and not step.inner:
-            update["inner"] = True
-        steps[i] = step_in(plan, step.model_dump(exclude_unset=True) | {"op": "join"} | update)
+            fields["inner"] = True
+        steps[i] = step_in(plan, fields)
     return plan.model_copy(update={"steps": steps})
 
 
@@ -922,3 +936,131 @@ def said_units(intent: str, plan: Plan) -> Plan:
 
     kept = [s for s in plan.steps if not (s.NAME == "top" and only_time(s.k))]
     return plan.model_copy(update={"steps": kept})
+
+
+def said_checker(intent: str, plan: Plan) -> Plan:
+    """``plan`` of verdicts keeping the one checker the request names by its registered name
+    ("which deep.action_harm verdicts …") when no step reads the checker yet."""
+    if getattr(plan.steps[0], "table", None) != "verdicts":
+        return plan
+    said = intent.lower()
+    named = list(dict.fromkeys(m.group(1) for m in CHECKER.finditer(said)))
+    if len(named) != 1 or any("checker" in str(s.model_dump()) for s in plan.steps[1:]):
+        return plan
+    return _filtering(plan, {"op": "where", "column": "checker", "equals": named[0]})
+
+
+VALUES_SAID = {
+    "outcome": OUTCOMES,
+    "decision": {d: rf"\b(?:{w})\b" for d, w in DECISIONS_SAID.items()},
+}
+
+
+def said_each_value(intent: str, plan: Plan) -> Plan:
+    """``plan`` that counts every value of a column the request names several of ("how many
+    succeeded and how many failed", grouped by outcome) without keeping one of them only."""
+    said = intent.lower()
+    grouped = {g for s in plan.steps if s.NAME == "aggregate" for g in s.by}
+    dropped = {
+        column
+        for column, words in VALUES_SAID.items()
+        if column in grouped and sum(bool(re.search(w, said)) for w in words.values()) > 1
+    }
+    kept = [
+        s
+        for s in plan.steps
+        if not (s.NAME == "where" and s.column in dropped and s.equals is not None)
+    ]
+    return plan.model_copy(update={"steps": kept})
+
+
+PHRASE_END = re.compile(r"[?.!;]|,\s*(?:and|then|just|only|please|thanks)\b")
+
+
+def said_query(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose search is for words the request says: a query it never says
+    ("reauditting from a failed login" for "about recovering from a failed login") is the
+    phrase the request likens its rows to, up to the end of that phrase."""
+    said = intent.lower()
+    if QUOTED.findall(intent) or not (m := LIKENED.search(said)):
+        return plan
+    phrase = PHRASE_END.split(m.group(1))[0].strip()
+    steps = [
+        s.model_copy(update={"query": phrase})
+        if s.NAME == "search" and s.query.lower() not in said and phrase
+        else s
+        for s in plan.steps
+    ]
+    return plan.model_copy(update={"steps": steps})
+
+
+DISTINCT = re.compile(
+    r"\b(?:distinct|unique|one row (?:per|for each)|de-?dup\w*|without (?:any )?duplicates)\b"
+)
+
+
+def said_distinct(intent: str, plan: Plan) -> Plan:
+    """``plan`` keeping one row per distinct combination of the columns the request names
+    ("which distinct checker / risk_type pairs show up"): a dedupe on them, not a pick."""
+    said = intent.lower()
+    table = getattr(plan.steps[0], "table", "")
+    if table not in EXTRA or not DISTINCT.search(said):
+        return plan
+    if any(s.NAME in ("dedupe", "aggregate") for s in plan.steps):
+        return plan
+    held = [f.name for f in [*COMMON, *EXTRA[table]] if f.name not in ("event_id", "payload")]
+    spots = {
+        c: m.start()
+        for c in held
+        if (m := re.search(rf"(?<![\w-]){c.replace('_', '[ _]')}s?(?![\w-])", said))
+    }
+    if not spots:
+        return plan
+    columns = sorted(spots, key=spots.__getitem__)
+    kept = [s for s in plan.steps if s.NAME not in ("diverse", "sample", "top")]
+    return _before_outputs(
+        plan.model_copy(update={"steps": kept}), {"op": "dedupe", "columns": columns}
+    )
+
+
+BINS = re.compile(r"\b(\d+)\s+(?:equal[- ]width\s+)?(?:bins?|buckets?)\b")
+BINNED = re.compile(r"\b(?:histograms?|bins?|buckets?|binned|bucketed|distribut\w*)\b")
+
+
+def said_histogram(intent: str, plan: Plan) -> Plan:
+    """``plan`` drawing the histogram the request asks of the one measure it names ("bin
+    the novelty scores into 5 buckets") where the plan picks rows instead."""
+    said = intent.lower()
+    if not BINNED.search(said) or any(s.NAME in ("histogram", "aggregate") for s in plan.steps):
+        return plan
+    measures = MEASURES.get(getattr(plan.steps[0], "table", ""), {})
+    named = [c for c, w in measures.items() if re.search(rf"\b(?:{w})\b", said)]
+    if len(named) != 1:
+        return plan
+    histogram = {"op": "histogram", "column": named[0]}
+    if m := BINS.search(said):
+        histogram["bins"] = int(m.group(1))
+    kept = [s for s in plan.steps if s.NAME not in ("diverse", "top", "sample", "search")]
+    return _before_outputs(plan.model_copy(update={"steps": kept}), histogram)
+
+
+RATE_PER = re.compile(r"\b(?:rates?|share|fraction|proportion|percent\w*|how often)\b")
+
+
+def said_rate(intent: str, plan: Plan) -> Plan:
+    """``plan`` averaging the yes/no column whose rate the request asks per a group ("the
+    unsafe rate per policy version": the mean of ``unsafe`` by version) when it counts
+    nothing yet."""
+    said = intent.lower()
+    table = getattr(plan.steps[0], "table", "")
+    if not RATE_PER.search(said) or any(s.NAME in SHAPED for s in plan.steps):
+        return plan
+    facts = [c for c in FACT_ROWS.get(table, ("", {}))[1] if re.search(rf"\b{c}\b", said)]
+    by = groups(intent, table)
+    if len(facts) != 1 or not by:
+        return plan
+    kept = [s for s in plan.steps if not (s.NAME == "where" and s.column == facts[0])]
+    return _before_outputs(
+        plan.model_copy(update={"steps": kept}),
+        {"op": "aggregate", "by": by, "mean": facts[0]},
+    )

@@ -11,11 +11,15 @@ from safactory.sinks.dataelf.stated import (
     groups,
     said_aggregate,
     said_bounds,
+    said_checker,
     said_decision,
+    said_distinct,
     said_diverse,
+    said_each_value,
     said_fact_rows,
     said_facts,
     said_groups,
+    said_histogram,
     said_histogram_column,
     said_join,
     said_joined_groups,
@@ -24,8 +28,10 @@ from safactory.sinks.dataelf.stated import (
     said_outcome,
     said_poison,
     said_poisoning,
+    said_query,
     said_quote,
     said_random,
+    said_rate,
     said_rerun,
     said_sample,
     said_search,
@@ -430,3 +436,55 @@ def test_a_count_of_days_is_no_ranking() -> None:
     )
     assert steps(said_units("the newest steps of the past 4 days", ranked)) == steps(ranked)[:1]
     assert said_units("the 4 newest steps of the past 4 days", ranked) == ranked
+
+
+def test_a_checker_named_by_its_registered_name_is_kept() -> None:
+    bounded = plan(
+        {"op": "select", "table": "verdicts"}, {"op": "where", "column": "score", "min": 0.4}
+    )
+    kept = said_checker("rule.secrets verdicts scoring 0.4 or more", bounded)
+    assert steps(kept)[2] == {"op": "where", "column": "checker", "equals": "rule.secrets"}
+    grouped = plan({"op": "select", "table": "verdicts"}, {"op": "aggregate", "by": ["checker"]})
+    assert said_checker("rule.secrets against rule.pii, per checker", grouped) == grouped
+
+
+def test_several_values_named_of_a_grouped_column_are_all_counted() -> None:
+    one = plan(
+        {"op": "select", "table": "trajectories"},
+        {"op": "where", "column": "outcome", "equals": "success"},
+        {"op": "aggregate", "by": ["outcome"]},
+    )
+    both = said_each_value("since v2, how many runs failed and how many succeeded?", one)
+    assert [s["op"] for s in steps(both)] == ["select", "aggregate"]
+    assert said_each_value("since v2, how many runs succeeded, by outcome?", one) == one
+
+
+def test_a_search_is_for_words_the_request_says() -> None:
+    garbled = plan({"op": "select", "table": "skills"}, {"op": "search", "query": "reaudit a key"})
+    fixed = said_query("skills about rotating a leaked key? only 2", garbled)
+    assert steps(fixed)[1]["query"] == "rotating a leaked key"
+    said = plan({"op": "select", "table": "skills"}, {"op": "search", "query": "leaked key"})
+    assert said_query("skills about rotating a leaked key", said) == said
+
+
+def test_distinct_combinations_are_a_dedupe_on_the_columns_named() -> None:
+    picked = plan({"op": "select", "table": "verdicts"}, {"op": "diverse", "k": 2})
+    distinct = said_distinct("the unique env and decision combinations among verdicts", picked)
+    assert steps(distinct)[1] == {"op": "dedupe", "columns": ["env", "decision"]}
+    assert said_distinct("2 verdicts far apart in meaning", picked) == picked
+
+
+def test_a_measure_binned_is_a_histogram() -> None:
+    picked = plan(
+        {"op": "select", "table": "trajectories"}, {"op": "score"}, {"op": "diverse", "k": 8}
+    )
+    binned = said_histogram("score the runs and put their quality into 8 bins", picked)
+    assert steps(binned)[2] == {"op": "histogram", "column": "quality", "bins": 8}
+    assert said_histogram("score the runs and pick 8 varied ones", picked) == picked
+
+
+def test_a_rate_per_group_is_the_mean_of_the_fact() -> None:
+    listed = plan({"op": "select", "table": "steps"})
+    rate = said_rate("what fraction of steps got blocked, per env?", listed)
+    assert steps(rate)[1] == {"op": "aggregate", "by": ["env"], "mean": "blocked"}
+    assert said_rate("what fraction of steps got blocked?", listed) == listed
