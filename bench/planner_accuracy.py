@@ -13,7 +13,7 @@ build), or ``--endpoint URL --model NAME`` (any OpenAI-compatible server). The i
 tests/data/intents_reworded.jsonl`` (the same 40 reworded by someone who never saw the
 corpus), ``--intents tests/data/intents_fresh.jsonl`` (40 more, written with their careful
 plans from the tables and operators alone by someone who saw neither the corpus, the
-planner, nor the other sets; ``intents_fresh2.jsonl`` … ``intents_fresh5.jsonl`` are 40
+planner, nor the other sets; ``intents_fresh2.jsonl`` … ``intents_fresh6.jsonl`` are 40
 more each by other such helpers),
 or ``--dev N``: N pairs of the corpus's held-out dev frames
 (a question back counts as right there when it is the question the pair asks).

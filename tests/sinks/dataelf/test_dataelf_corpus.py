@@ -63,6 +63,7 @@ def test_the_accuracy_sets_are_not_in_the_corpus() -> None:
         "intents_fresh3.jsonl",
         "intents_fresh4.jsonl",
         "intents_fresh5.jsonl",
+        "intents_fresh6.jsonl",
     ):
         cases = [json.loads(x) for x in (DATA / name).read_text().splitlines() if x.strip()]
         assert len(cases) == 40
