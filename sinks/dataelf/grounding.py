@@ -51,12 +51,14 @@ from .stated import (
     said_aggregate,
     said_bounds,
     said_checker,
+    said_columns,
     said_decision,
     said_distinct,
     said_diverse,
     said_each_value,
     said_fact_rows,
     said_facts,
+    said_grouped_values,
     said_groups,
     said_histogram,
     said_histogram_column,
@@ -64,12 +66,14 @@ from .stated import (
     said_joined_groups,
     said_likeness,
     said_off,
+    said_other_table,
     said_outcome,
     said_poison,
     said_poisoning,
     said_query,
     said_quote,
     said_random,
+    said_ranked_column,
     said_rate,
     said_rerun,
     said_sample,
@@ -836,8 +840,10 @@ def ground(intent: str, plan: Plan) -> tuple[Plan, str | None]:
     plan = said_outcome(intent, said_facts(intent, said_bounds(intent, plan)))
     plan = said_checker(intent, said_decision(intent, said_fact_rows(intent, plan)))
     plan = said_poison(intent, said_poisoning(intent, said_join(intent, plan)))
-    plan = said_joined_groups(intent, said_distinct(intent, plan))
+    plan = said_joined_groups(intent, said_distinct(intent, said_other_table(intent, plan)))
+    plan = said_grouped_values(intent, said_columns(intent, plan))
     plan = said_top(intent, said_groups(intent, said_search(intent, said_quote(intent, plan))))
+    plan = said_ranked_column(intent, plan)
     plan = said_rate(intent, said_each_value(intent, plan))
     plan = said_query(intent, said_likeness(intent, said_search_column(intent, plan)))
     plan = said_histogram(intent, plan)

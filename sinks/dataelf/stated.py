@@ -54,6 +54,13 @@ each rule here puts back one kind of stated fact, by principle, never by a datas
   (:func:`said_histogram`); "the unsafe rate per version" is the mean of ``unsafe`` by
   version (:func:`said_rate`).
 
+* **other tables and columns** — "add each episode's trajectory reward, matching on
+  episode_id" joins the trajectories (:func:`said_other_table`); "only show checker,
+  severity and decision" selects those columns (:func:`said_columns`); "for each
+  completed_by value" groups by it (:func:`said_aggregate`); "the highest severity rank"
+  ranks by ``severity_rank`` (:func:`said_ranked_column`); a closed-set column the request
+  groups by is not held to a value it never names (:func:`said_grouped_values`).
+
 Each rule adds only what the plan lacks, and leaves a plan that already says it alone.
 """
 
@@ -65,7 +72,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..tables import COMMON, EXTRA
-from .corpus import GROUPABLE, GROUPS, PLURALS, SEVERITIES, SEVERITY_TAGS
+from .corpus import GROUPABLE, GROUPS, PLURALS, SEVERITIES, SEVERITY_TAGS, SINGULAR
 from .meaning import Score
 from .plan import Plan
 
@@ -763,9 +770,16 @@ def said_likeness(intent: str, plan: Plan) -> Plan:
 AVERAGE_SAID = re.compile(r"\b(?:average\w*|mean|avg)\b")
 
 
+def _column_said(column: str, said: str) -> bool:
+    """Whether ``said`` names ``column``, by its name or a way of saying it as a group."""
+    forms = [column.replace("_", "[ _]"), *map(re.escape, GROUP_FORMS.get(column, []))]
+    return any(re.search(rf"\b{f}", said) for f in forms)
+
+
 def said_aggregate(intent: str, plan: Plan) -> Plan:
     """``plan`` whose aggregate groups by columns its rows hold, the ones the request counts
-    "per" ("average composite score per scorer": scorer, not a checker the scores lack), and
+    "per" ("average composite score per scorer": scorer, not a checker the scores lack; "for
+    each completed_by value", not an outcome it never says), and
     averages the one measure the request names (:data:`MEASURES`) when it asks an average
     and the plan's is missing or not held."""
     table = getattr(plan.steps[0], "table", "")
@@ -779,7 +793,8 @@ def said_aggregate(intent: str, plan: Plan) -> Plan:
             held |= {c for c in getattr(step, "ADDS", ()) if "*" not in c}
             continue
         update: dict[str, Any] = {}
-        if not set(step.by) <= held:
+        unsaid = not any(_column_said(c, said) for c in step.by)
+        if not set(step.by) <= held or unsaid:
             spots = {
                 c: m.start()
                 for c in held
@@ -1064,3 +1079,141 @@ def said_rate(intent: str, plan: Plan) -> Plan:
         plan.model_copy(update={"steps": kept}),
         {"op": "aggregate", "by": by, "mean": facts[0]},
     )
+
+
+LINKED = re.compile(
+    r"\b(?:join\w*|attach\w*|add\w*|match\w*|with their|with its|alongside|together with"
+    r"|bring\w* in|pull\w* in)\b"
+)
+
+
+def said_other_table(intent: str, plan: Plan) -> Plan:
+    """``plan`` joining the other table the request attaches ("add each one's trajectory
+    reward and completed_by by matching on episode_id"): on the column it names, or the
+    episode both hold, adding the columns of that table it names; what those columns were
+    mistaken for (a filter, an average nobody asked) goes."""
+    said = intent.lower()
+    base = getattr(plan.steps[0], "table", "")
+    if base not in EXTRA or not LINKED.search(said):
+        return plan
+    others = [
+        t
+        for t in EXTRA
+        if t not in (base, "verdicts") and re.search(rf"\b(?:{t}|{SINGULAR[t]})(?:'s)?\b", said)
+    ]
+    if len(others) != 1:
+        return plan
+    other = others[0]
+    own = {f.name for f in EXTRA[other]} - {f.name for f in COMMON}
+    spots = {c: m.start() for c in own if (m := re.search(rf"\b{c}\b", said))}
+    if not spots:
+        return plan
+    columns = sorted(spots, key=spots.__getitem__)
+    held = {f.name for f in [*COMMON, *EXTRA[base]]}
+    key = m.group(1) if (m := re.search(r"\bon ([a-z_]+)\b", said)) else "episode_id"
+    if key not in held:
+        return plan
+    join = {
+        "op": "join",
+        "table": other,
+        "left_on": key,
+        "right_on": key,
+        "columns": columns,
+    } | ({"inner": True} if UNMATCHED_DROPPED.search(said) else {})
+    asked = COUNTING.search(said) or AVERAGE_SAID.search(said)
+    kept = [
+        s
+        for s in plan.steps
+        if s.NAME != "join"
+        and not (s.NAME == "where" and s.column in columns)
+        and not (s.NAME == "aggregate" and not asked)
+    ]
+    return _before_outputs(plan.model_copy(update={"steps": kept}), join)
+
+
+def _value_said(column: str, value: Any, said: str) -> bool:
+    """Whether ``said`` names ``value`` of ``column`` (as :data:`VALUES_SAID` says it)."""
+    words = VALUES_SAID.get(column, {}).get(str(value), re.escape(str(value).lower()))
+    return bool(re.search(words, said))
+
+
+def said_grouped_values(intent: str, plan: Plan) -> Plan:
+    """``plan`` that does not hold a closed-set column the request groups by ("by checker
+    and decision") to one value it never names (a guessed ``decision = warn``)."""
+    said = intent.lower()
+    table = getattr(plan.steps[0], "table", "")
+    grouped = set(groups(intent, table))
+    kept = []
+    for step in plan.steps:
+        if step.NAME == "where" and step.column in grouped and step.column in VALUES_SAID:
+            if not _value_said(step.column, step.equals, said):
+                continue
+        kept.append(step)
+    return plan.model_copy(update={"steps": kept})
+
+
+SHOWN = re.compile(
+    r"\b(?:only show|show only|show just|just show|list only|only list|(?:only|just) the columns?"
+    r"|columns?)\s+"
+    r"((?:[a-z_]+(?:\s*,\s*(?:and\s+)?|\s+and\s+))+[a-z_]+)\b"
+)
+
+
+def said_columns(intent: str, plan: Plan) -> Plan:
+    """``plan`` selecting only the columns the request lists to show ("only show checker,
+    severity and decision"), none of which it filters on without naming a value."""
+    said = intent.lower()
+    select = plan.steps[0]
+    table = getattr(select, "table", "")
+    if table not in EXTRA or not (m := SHOWN.search(said)):
+        return plan
+    held = {f.name for f in [*COMMON, *EXTRA[table]]}
+    listed = [c for c in re.split(r"\s*,\s*(?:and\s+)?|\s+and\s+", m.group(1)) if c]
+    if len(listed) < 2 or not all(c in held for c in listed):
+        return plan
+    plan = reselected(plan, columns=listed)
+    if "severity" in listed and severity_said(intent) is None:
+        plan = reselected(plan, min_severity=None)
+    kept = [plan.steps[0]]
+    for step in plan.steps[1:]:
+        if step.NAME == "where" and step.column in listed and step.equals is not None:
+            if not _value_said(step.column, step.equals, said):
+                continue
+        kept.append(step)
+    return plan.model_copy(update={"steps": kept})
+
+
+RANKED_BY = re.compile(
+    r"\b(?:highest|lowest|largest|smallest|biggest|greatest|top)\s+([a-z_]+(?: [a-z_]+)?)"
+)
+
+
+def said_ranked_column(intent: str, plan: Plan) -> Plan:
+    """``plan`` whose ranking is by the number column the request ranks by ("the highest
+    severity rank": ``severity_rank``), not another, and with no severity floor that
+    ranking was mistaken for."""
+    said = intent.lower()
+    table = getattr(plan.steps[0], "table", "")
+    if table not in EXTRA or not (m := RANKED_BY.search(said)):
+        return plan
+    held = {f.name for f in [*COMMON, *EXTRA[table]]} | set(Score.ADDS)
+    words = m.group(1).split()
+    column = next((c for c in ("_".join(words), words[0]) if c in held), None)
+    if column is None or column not in NUMBERS_HELD:
+        return plan
+    steps = [
+        s.model_copy(update={"column": column}) if s.NAME == "top" and s.column != column else s
+        for s in plan.steps
+    ]
+    plan = plan.model_copy(update={"steps": steps})
+    if column == "severity_rank" and severity_said(intent) is None:
+        plan = reselected(plan, min_severity=None)
+    return plan
+
+
+NUMBERS_HELD = {
+    f.name
+    for f in [*COMMON, *(f for fields in EXTRA.values() for f in fields)]
+    if str(f.type).startswith(("int", "float", "double"))
+} | set(Score.ADDS)
+"""The number columns a ranking can be by."""

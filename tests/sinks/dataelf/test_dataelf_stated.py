@@ -12,12 +12,14 @@ from safactory.sinks.dataelf.stated import (
     said_aggregate,
     said_bounds,
     said_checker,
+    said_columns,
     said_decision,
     said_distinct,
     said_diverse,
     said_each_value,
     said_fact_rows,
     said_facts,
+    said_grouped_values,
     said_groups,
     said_histogram,
     said_histogram_column,
@@ -25,12 +27,14 @@ from safactory.sinks.dataelf.stated import (
     said_joined_groups,
     said_likeness,
     said_off,
+    said_other_table,
     said_outcome,
     said_poison,
     said_poisoning,
     said_query,
     said_quote,
     said_random,
+    said_ranked_column,
     said_rate,
     said_rerun,
     said_sample,
@@ -488,3 +492,67 @@ def test_a_rate_per_group_is_the_mean_of_the_fact() -> None:
     rate = said_rate("what fraction of steps got blocked, per env?", listed)
     assert steps(rate)[1] == {"op": "aggregate", "by": ["env"], "mean": "blocked"}
     assert said_rate("what fraction of steps got blocked?", listed) == listed
+
+
+def test_another_table_attached_is_joined_on_the_episode() -> None:
+    averaged = plan(
+        {"op": "select", "table": "episodes"},
+        {"op": "aggregate", "by": ["env"], "mean": "task_reward"},
+    )
+    joined = said_other_table("give each episode its trajectory's num_steps, matched", averaged)
+    assert steps(joined)[1:] == [
+        {
+            "op": "join",
+            "table": "trajectories",
+            "left_on": "episode_id",
+            "right_on": "episode_id",
+            "columns": ["num_steps"],
+        }
+    ]
+    assert said_other_table("average task reward per env", averaged) == averaged
+
+
+def test_a_grouped_column_is_not_held_to_a_value_nobody_names() -> None:
+    guessed = plan(
+        {"op": "select", "table": "verdicts"},
+        {"op": "where", "column": "decision", "equals": "allow"},
+        {"op": "aggregate", "by": ["env"]},
+    )
+    assert len(said_grouped_values("verdicts by env and decision", guessed).steps) == 2
+    assert said_grouped_values("allowed verdicts by env and decision", guessed) == guessed
+
+
+def test_the_columns_listed_to_show_are_the_ones_selected() -> None:
+    guessed = plan(
+        {"op": "select", "table": "steps", "policy_version": 2},
+        {"op": "where", "column": "blocked", "equals": True},
+    )
+    shown = said_columns("only show step_index, blocked and text of version 2 steps", guessed)
+    assert steps(shown) == [  # a column listed to show is not a filter
+        {
+            "op": "select",
+            "table": "steps",
+            "policy_version": 2,
+            "columns": ["step_index", "blocked", "text"],
+        },
+    ]
+    assert said_columns("only injected steps, env qa", guessed) == guessed
+    warned = plan(
+        {"op": "select", "table": "verdicts"},
+        {"op": "where", "column": "decision", "equals": "warn"},
+    )
+    kept = said_columns("show only checker and decision of the warn verdicts", warned)
+    assert steps(kept)[1] == {"op": "where", "column": "decision", "equals": "warn"}
+
+
+def test_a_ranking_is_by_the_number_column_named() -> None:
+    guessed = plan(
+        {"op": "select", "table": "verdicts", "min_severity": "high"},
+        {"op": "top", "column": "produced_at", "k": 3},
+    )
+    ranked = said_ranked_column("the 3 verdicts with the highest severity rank", guessed)
+    assert steps(ranked) == [
+        {"op": "select", "table": "verdicts"},
+        {"op": "top", "column": "severity_rank", "k": 3},
+    ]
+    assert said_ranked_column("the 3 newest high-severity verdicts", guessed) == guessed
