@@ -41,12 +41,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from ...schemas import Decision, Outcome, Severity
-from ..tables import COMMON, EXTRA
 from .corpus import CHECKERS, ENVS, MEANS, NOUNS, RATES, RISKS, SINGULAR, UNKNOWN_ENVS
 from .meaning import Score
 from .outputs import asked_outputs, said_outputs
 from .plan import Plan
 from .stated import (
+    NUMERIC,
+    columns_of,
     reselected,
     said_aggregate,
     said_bounds,
@@ -325,8 +326,7 @@ def possible(plan: Plan) -> Plan:
     """``plan`` without a ``where`` on a value its column can never hold (:data:`DOMAINS`;
     a word for a number column, :data:`NUMERIC`), nor a numeric bound on a column of names
     ("severity at most 10")."""
-    numeric = {f.name for f in [*COMMON, *EXTRA.get(getattr(plan.steps[0], "table", ""), [])]}
-    numeric = {c for c in numeric if c in NUMERIC}
+    numeric = columns_of(getattr(plan.steps[0], "table", "")) & NUMERIC
     kept = [
         s
         for s in plan.steps
@@ -346,14 +346,6 @@ def possible(plan: Plan) -> Plan:
         )
     ]
     return plan.model_copy(update={"steps": kept})
-
-
-NUMERIC = {
-    f.name
-    for f in [*COMMON, *(f for fields in EXTRA.values() for f in fields)]
-    if str(f.type).startswith(("int", "float", "double"))
-}
-"""The number columns: a word is never their value ("policy_version = unsafe")."""
 
 
 NAMED_ENV = re.compile(r"\b([\w-]+)[\s-]+env(?:ironment)?s?\b(?!\s*[=:])", re.IGNORECASE)
@@ -782,7 +774,7 @@ def held_columns(plan: Plan) -> Plan:
     first = plan.steps[0]
     if first.NAME != "select":
         return plan
-    held = {f.name for f in [*COMMON, *EXTRA[first.table]]}
+    held = columns_of(first.table)
     kept = [first]
     for i, step in enumerate(plan.steps[1:], start=1):
         if step.NAME in ("join", "aggregate"):  # the filters before it are checked all the same
@@ -845,7 +837,7 @@ def ground(intent: str, plan: Plan) -> tuple[Plan, str | None]:
     plan = said_top(intent, said_groups(intent, said_search(intent, said_quote(intent, plan))))
     plan = said_ranked_column(intent, plan)
     plan = said_rate(intent, said_each_value(intent, plan))
-    plan = said_query(intent, said_likeness(intent, said_search_column(intent, plan)))
+    plan = said_query(intent, said_likeness(intent, plan))
     plan = said_histogram(intent, plan)
     plan = said_random(intent, said_severity_floor(intent, said_version(intent, plan)))
     plan = said_search_column(intent, said_diverse(intent, plan))

@@ -116,6 +116,19 @@ MEASURES = {
 """The number columns of each table a request measures, and how it says each."""
 
 
+def columns_of(table: str) -> set[str]:
+    """The columns a stored ``table``'s rows hold (none for a name that is no table)."""
+    return {f.name for f in [*COMMON, *EXTRA.get(table, [])]}
+
+
+NUMERIC = {
+    f.name
+    for f in [*COMMON, *(f for fields in EXTRA.values() for f in fields)]
+    if str(f.type).startswith(("int", "float", "double"))
+}
+"""The number columns: a word is never their value, a ranking is by one of them."""
+
+
 def step_in(plan: Plan, step: dict[str, Any]) -> BaseModel:
     """``step`` as an operator of ``plan`` (validated after its first step)."""
     first = plan.steps[0].model_dump(exclude_unset=True)
@@ -392,7 +405,7 @@ def said_top(intent: str, plan: Plan) -> Plan:
     if any(getattr(s, "k", None) == k for s in plan.steps):
         return plan
     table = plan.steps[0].table
-    held = {f.name for f in [*COMMON, *EXTRA[table]]} | set(Score.ADDS)
+    held = columns_of(table) | set(Score.ADDS)
     said = m.group(3).split()
     column = next((c for c in ("_".join(said), said[0]) if c in held), None)
     if column is None:
@@ -554,7 +567,7 @@ def said_poisoning(intent: str, plan: Plan) -> Plan:
     if select.NAME != "select" or select.table == "verdicts" or not POISONING.search(intent):
         return plan
     said = intent.lower()
-    columns = {f.name for f in [*COMMON, *EXTRA[select.table]]}
+    columns = columns_of(select.table)
     held = [c for c in LABELS if c in columns]
     joined = [c for c in JOINED if c not in columns]
     named = [c for c in held if re.search(rf"\b{c.replace('_', '[ _]')}\b", said)]
@@ -785,7 +798,7 @@ def said_aggregate(intent: str, plan: Plan) -> Plan:
     table = getattr(plan.steps[0], "table", "")
     if table not in EXTRA:
         return plan
-    held = {f.name for f in [*COMMON, *EXTRA[table]]}
+    held = columns_of(table)
     said = intent.lower()
     steps = list(plan.steps)
     for i, step in enumerate(steps):
@@ -851,7 +864,7 @@ def said_joined_groups(intent: str, plan: Plan) -> Plan:
     if any(s.NAME in ("aggregate", "histogram") for s in plan.steps):
         return plan
     join = joins[0]
-    base = {f.name for f in [*COMMON, *EXTRA[plan.steps[0].table]]}
+    base = columns_of(plan.steps[0].table)
     by = [f"{join.table}_{c}" for c in groups(intent, join.table) if c in join.columns]
     by = [c for c in by if c not in base]
     if not by:
@@ -1109,7 +1122,7 @@ def said_other_table(intent: str, plan: Plan) -> Plan:
     if not spots:
         return plan
     columns = sorted(spots, key=spots.__getitem__)
-    held = {f.name for f in [*COMMON, *EXTRA[base]]}
+    held = columns_of(base)
     key = m.group(1) if (m := re.search(r"\bon ([a-z_]+)\b", said)) else "episode_id"
     if key not in held:
         return plan
@@ -1167,7 +1180,7 @@ def said_columns(intent: str, plan: Plan) -> Plan:
     table = getattr(select, "table", "")
     if table not in EXTRA or not (m := SHOWN.search(said)):
         return plan
-    held = {f.name for f in [*COMMON, *EXTRA[table]]}
+    held = columns_of(table)
     listed = [c for c in re.split(r"\s*,\s*(?:and\s+)?|\s+and\s+", m.group(1)) if c]
     if len(listed) < 2 or not all(c in held for c in listed):
         return plan
@@ -1196,10 +1209,10 @@ def said_ranked_column(intent: str, plan: Plan) -> Plan:
     table = getattr(plan.steps[0], "table", "")
     if table not in EXTRA or not (m := RANKED_BY.search(said)):
         return plan
-    held = {f.name for f in [*COMMON, *EXTRA[table]]} | set(Score.ADDS)
+    numbers = (columns_of(table) & NUMERIC) | set(Score.ADDS)
     words = m.group(1).split()
-    column = next((c for c in ("_".join(words), words[0]) if c in held), None)
-    if column is None or column not in NUMBERS_HELD:
+    column = next((c for c in ("_".join(words), words[0]) if c in numbers), None)
+    if column is None:
         return plan
     steps = [
         s.model_copy(update={"column": column}) if s.NAME == "top" and s.column != column else s
@@ -1209,11 +1222,3 @@ def said_ranked_column(intent: str, plan: Plan) -> Plan:
     if column == "severity_rank" and severity_said(intent) is None:
         plan = reselected(plan, min_severity=None)
     return plan
-
-
-NUMBERS_HELD = {
-    f.name
-    for f in [*COMMON, *(f for fields in EXTRA.values() for f in fields)]
-    if str(f.type).startswith(("int", "float", "double"))
-} | set(Score.ADDS)
-"""The number columns a ranking can be by."""
