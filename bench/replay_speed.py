@@ -136,8 +136,7 @@ async def main() -> None:
         "--threads",
         type=int,
         default=1,
-        help="torch threads (the command's "
-        "--torch-threads; 1 unless the machine is otherwise idle)",
+        help="torch threads (the command's --threads; 1 unless the machine is otherwise idle)",
     )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -164,7 +163,7 @@ async def main() -> None:
                     "steps_per_s": round(diff.steps_per_s, 1),
                     "alerts": report["alerts"],
                     "cpus": os.cpu_count(),
-                    "torch_threads": args.threads,
+                    "threads": args.threads,
                     "load_average_1m": round(os.getloadavg()[0], 1),
                 },
                 indent=2,

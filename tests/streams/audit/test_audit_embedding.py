@@ -8,11 +8,11 @@ import numpy as np
 import torch
 from helpers_audit import make_step
 
+from safactory.infra.int8 import Int8Linear
 from safactory.streams.audit.checkers.models import InstructionInData, ToxicityModel
 from safactory.streams.audit.embedding import DIM, MiniLM, audit_embedder
 from safactory.streams.audit.engine import AuditEngine
 from safactory.streams.audit.heads import LogisticHead
-from safactory.streams.audit.quantised import Int8Linear
 
 
 def test_int8_linear_is_close_and_each_row_independent_of_its_batch() -> None:
