@@ -4,6 +4,11 @@
     python bench/quick.py --record    # measure three times, write the medians as the baseline
     python bench/quick.py --strict    # exit 1 when a figure regressed
 
+The baseline is kept per CPU class (``safactory doctor``: AVX-512 with AMX, AVX-512, AVX2,
+...; a run capped with ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` is AVX2): a figure
+is compared only with one recorded on the same class, and the table names the class and the
+compute path each model took.
+
 Against the broker at ``SF_KAFKA_BOOTSTRAP`` (one is started under ``SF_HOME`` if nothing
 answers, and stopped again). Each figure is a short version of its bench (the full ones,
 with their spreads, are in docs/BENCHMARKS.md), so a quick figure moves more run to run than
@@ -297,9 +302,20 @@ def main() -> int:
         if broker is not None:
             broker.down()
     speed.append(machine_ms())
-    recorded = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
+    from safactory.infra.compute import cpu_class
+    from safactory.infra.doctor import summary
+
+    cpu = cpu_class()
+    classes = json.loads(BASELINE.read_text()).get("classes", {}) if BASELINE.exists() else {}
+    recorded = classes.get(cpu["class"], {})
     text, regressed = table(values, recorded.get("figures", {}))
     print(text)
+    print(summary())
+    if not recorded:
+        print(
+            f"another CPU class: bench/baseline.json has {sorted(classes) or 'none'}, not "
+            f"{cpu['class']}; --record adds this one"
+        )
     wall = time.perf_counter() - started
     now_stalled = io_stalled_us()
     io_share = (
@@ -321,7 +337,8 @@ def main() -> int:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
         ).stdout.strip()
-        recorded = {
+        classes[str(cpu["class"])] = {
+            "cpu": {k: cpu[k] for k in ("model", "flags", "caps", "cores")},
             "recorded": datetime.now(UTC).isoformat(timespec="seconds"),
             "commit": commit,
             "machine_ms": round(statistics.mean(speed), 1),
@@ -335,7 +352,7 @@ def main() -> int:
                 for f in FIGURES
             },
         }
-        BASELINE.write_text(json.dumps(recorded, indent=2) + "\n")
+        BASELINE.write_text(json.dumps({"classes": classes}, indent=2) + "\n")
         print(f"baseline written to {BASELINE}")
     if regressed:
         print(f"{regressed} figure(s) more than 30 % worse than bench/baseline.json")

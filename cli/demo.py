@@ -212,6 +212,7 @@ def demo(
         err.print(f"interrupted; workers stopped{f' (killed: {killed})' if killed else ''}")
         raise typer.Exit(code=130) from None
     killed = loop.stop(started)
+    console.print(loop.stage_line())
     console.print(
         f"done in {time.monotonic() - started:.0f}s; workers stopped"
         f"{f' (had to kill {killed})' if killed else ''}; summary in "

@@ -17,17 +17,44 @@ trained on one serve the other.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from onnx import TensorProto
 
 if TYPE_CHECKING:
     import onnx
 
 HEADS = 12
 EPS = 1e-12
+
+
+_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32}
+
+
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """The tensors of a safetensors file as read-only arrays over a memory map of it: no
+    copy, and the pages are the page cache's, shared by every process that reads the file."""
+    import mmap
+    import struct
+
+    with path.open("rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    (size,) = struct.unpack("<Q", mapped[:8])
+    header = json.loads(mapped[8 : 8 + size])
+    tensors = {}
+    for name, spec in header.items():
+        if name == "__metadata__" or spec["dtype"] not in _DTYPES:
+            continue
+        start, end = spec["data_offsets"]
+        dtype = np.dtype(_DTYPES[spec["dtype"]])
+        tensors[name] = np.frombuffer(
+            mapped, dtype, (end - start) // dtype.itemsize, 8 + size + start
+        ).reshape(spec["shape"])
+    return tensors
 
 
 class _Graph:
@@ -74,34 +101,23 @@ class _Graph:
             self.const(np.float32(127.0)),
         )
         integers = self.op("Round", self.op("Div", x, row_scale))
-        out = self.op("MatMul", integers, self.const(np.ascontiguousarray(levels.T)))
+        stored = self.const(np.ascontiguousarray(levels.T).astype(np.int8))
+        out = self.op("MatMul", integers, self.op("Cast", stored, to=TensorProto.FLOAT))
         out = self.op("Mul", self.op("Mul", out, row_scale), self.const(scale))
         return self.op("Add", out, self.const(bias.astype(np.float32)))
 
 
-def minilm_graph(weights_file: Path, *, layers: int, int8: bool) -> bytes:
-    """The serialised ONNX model: ``input_ids`` and ``attention_mask`` (int64, ``[B, L]``)
-    in, ``vectors`` (float32 ``[B, hidden]``, mean-pooled, L2-normalised) out."""
-    from onnx import TensorProto, helper
-    from safetensors.numpy import load_file
+def minilm_graph(w: dict[str, np.ndarray], *, layers: int, int8: bool) -> bytes:
+    """The serialised ONNX model of the encoder after its embedding lookup (which
+    :class:`OnnxMiniLM` does over the memory-mapped table): ``embeddings`` (float32
+    ``[B, L, hidden]``, word + position + token type) and ``attention_mask`` (int64
+    ``[B, L]``) in, ``vectors`` (float32 ``[B, hidden]``, mean-pooled, L2-normalised) out."""
+    from onnx import helper
 
-    w = load_file(str(weights_file))
     g = _Graph()
     hidden = w["embeddings.word_embeddings.weight"].shape[1]
     head = hidden // HEADS
-    width = g.op("Gather", g.op("Shape", "input_ids"), g.const(np.array([1], np.int64)), axis=0)
-    positions = g.op(
-        "Slice",
-        g.const(w["embeddings.position_embeddings.weight"]),
-        g.const(np.array([0], np.int64)),
-        width,
-        g.const(np.array([0], np.int64)),
-    )
-    x = g.op("Gather", g.const(w["embeddings.word_embeddings.weight"]), "input_ids", axis=0)
-    x = g.op(
-        "Add", g.op("Add", x, positions), g.const(w["embeddings.token_type_embeddings.weight"][0])
-    )
-    x = g.layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+    x = g.layer_norm("embeddings", w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
     mask = g.op("Cast", "attention_mask", to=TensorProto.FLOAT)
     mask_bias = g.op(
         "Mul",
@@ -153,7 +169,9 @@ def minilm_graph(weights_file: Path, *, layers: int, int8: bool) -> bytes:
         g.nodes,
         "minilm",
         [
-            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "width"]),
+            helper.make_tensor_value_info(
+                "embeddings", TensorProto.FLOAT, ["batch", "width", hidden]
+            ),
             helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "width"]),
         ],
         [helper.make_tensor_value_info("vectors", TensorProto.FLOAT, ["batch", hidden])],
@@ -164,27 +182,27 @@ def minilm_graph(weights_file: Path, *, layers: int, int8: bool) -> bytes:
 
 
 class OnnxMiniLM:
-    """An onnxruntime session over :func:`minilm_graph`."""
+    """An onnxruntime session over :func:`minilm_graph`, the embedding lookup in numpy."""
 
-    def __init__(
-        self,
-        weights_file: Path,
-        *,
-        layers: int,
-        int8: bool,
-        threads: int = 0,
-    ) -> None:
+    def __init__(self, weights_file: Path, *, layers: int, int8: bool, threads: int = 0) -> None:
         import onnxruntime as ort
 
+        w = read_safetensors(weights_file)
+        self.word = w["embeddings.word_embeddings.weight"]
+        self.position = w["embeddings.position_embeddings.weight"]
+        self.token_type = w["embeddings.token_type_embeddings.weight"][0]
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.enable_cpu_mem_arena = False  # a batch's activations are freed after it
+        options.add_session_config_entry("session.disable_prepacking", "1")  # no second copy
         options.log_severity_level = 3
         self.session = ort.InferenceSession(
-            minilm_graph(weights_file, layers=layers, int8=int8),
+            minilm_graph(w, layers=layers, int8=int8),
             options,
             providers=["CPUExecutionProvider"],
+            disabled_optimizers=["ConstantFolding"],  # keep int8 weights int8 in memory
         )
 
     def vectors(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
@@ -195,5 +213,7 @@ class OnnxMiniLM:
         for r, row in enumerate(ids):
             tokens[r, : len(row)] = row
             mask[r, : len(row)] = 1
-        (out,) = self.session.run(["vectors"], {"input_ids": tokens, "attention_mask": mask})
+        embeddings = self.word[tokens] + self.position[:width] + self.token_type
+        feeds = {"embeddings": embeddings.astype(np.float32, copy=False), "attention_mask": mask}
+        (out,) = self.session.run(["vectors"], feeds)
         return out

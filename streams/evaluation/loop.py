@@ -30,13 +30,14 @@ the sink's counts of a LanceDB folder; the trainer reads ``<workdir>/trainer.tom
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -190,6 +191,23 @@ class Loop:
         self.results: list[RoundResult] = []
         self.stored: dict[str, dict[str, int]] = {}
         """Rows per LanceDB table once every round is stored."""
+        self.stages: Counter[str] = Counter()
+        """Seconds spent per stage of the run (:meth:`stage_line`)."""
+
+    @contextlib.contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        """Add the seconds the block takes to ``stage``."""
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.stages[stage] += time.monotonic() - began
+
+    def stage_line(self) -> str:
+        """Where the run's time went, the largest stage first."""
+        total = sum(self.stages.values())
+        parts = ", ".join(f"{k} {v:.0f} s" for k, v in self.stages.most_common())
+        return f"time per stage ({total:.0f} s): {parts}"
 
     @property
     def tally(self) -> Tally:
@@ -233,47 +251,20 @@ class Loop:
     async def run(self, progress: Progress) -> None:
         """Start the workers, run every round, and wait until the sink stored it all."""
         o, fleet = self.options, self.fleet
-        fleet.start("audit", ["worker", "audit"])
-        fleet.start("assemble", ["worker", "assemble", "--verdict-timeout", f"{o.verdict_wait:g}"])
-        sink = ["worker", "sink", "--db", str(self.db), "--group", f"{self.run_id}-sink"]
-        fleet.start("sink", [*sink, "--embed" if o.embed else "--no-embed"])
-        if o.skills:
-            fleet.start("skills", ["worker", "skills"])
-        threads = {
-            "OMP_NUM_THREADS": str(o.profile.threads),
-            "MKL_NUM_THREADS": str(o.profile.threads),
-        }
-        train = ["train", "--config", str(self.workdir / "trainer.toml"), "--no-live"]
-        fleet.start("train", train, env=threads)
-        await self.wait(
-            f"trainer · announce v0 ({o.profile.model})",
-            lambda: int(0 in self.tally.policy),
-            1,
-            "train",
-            progress,
-        )
-        v0 = self.tally.policy[0]
-        self.say(f"trainer announced v0 at {v0.uri}")
-        simulate = [
-            *("simulate", "worker", "--policy", "hf", "--checkpoint", v0.uri),
-            *("--max-new-tokens", str(o.profile.max_new_tokens), "--max-staleness", "0"),
-            *("--decode", o.profile.decode, "--concurrency", str(o.concurrency)),
-            *("--group", f"{self.run_id}-sim", "--warm", ENV, "--timeout", "120"),
-        ]
-        fleet.start("simulate", simulate, env=threads)
-        self.say(
-            "workers: "
-            + ", ".join(f"{w.name} (pid {w.process.pid})" for w in fleet.workers.values())
-        )
+        with self.timed("start-up (workers, models, v0)"):
+            await self._start(progress)
+        simulate = self._simulate_args()
+        threads = self._threads()
         async with EventProducer(self.settings) as producer:
             for index, kind in enumerate(self.plan):
-                if kind == "injection":  # the same worker, with skills in its prompts
-                    await self.wait_skills(self.results[0], progress)
-                    await self._swap(
-                        "simulate-skills", [*simulate, "--skills", str(o.skills)], threads
-                    )
-                elif self.simulator == "simulate-skills":  # after injection: without skills
-                    await self._swap("simulate-trained", simulate, threads)
+                with self.timed("worker swaps and skills"):
+                    if kind == "injection":  # the same worker, with skills in its prompts
+                        await self.wait_skills(self.results[0], progress)
+                        await self._swap(
+                            "simulate-skills", [*simulate, "--skills", str(o.skills)], threads
+                        )
+                    elif self.simulator == "simulate-skills":  # after injection: without skills
+                        await self._swap("simulate-trained", simulate, threads)
                 began = time.monotonic()
                 result = await self.round(index, producer, progress)
                 result.seconds = time.monotonic() - began
@@ -281,12 +272,53 @@ class Loop:
                 if kind == "train":
                     began = time.monotonic()
                     await self.wait_version(self.rounds.training_round(index), progress)
-                    result.update_seconds = time.monotonic() - began
                     await asyncio.sleep(1.5)  # the worker sees the version before work
+                    result.update_seconds = time.monotonic() - began
+                    self.stages["updates (train)"] += result.update_seconds
                 self.say(round_line(result))
                 if self.plan[index + 1 :] == ["after"]:  # evaluate a frozen version
-                    await asyncio.to_thread(fleet.stop, ["train"])
-        self.stored = await self.wait_stored(progress)
+                    with self.timed("worker swaps and skills"):
+                        await asyncio.to_thread(fleet.stop, ["train"])
+        with self.timed("sink (LanceDB holds everything)"):
+            self.stored = await self.wait_stored(progress)
+
+    def _threads(self) -> dict[str, str]:
+        threads = str(self.options.profile.threads)
+        return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+
+    def _simulate_args(self) -> list[str]:
+        o = self.options
+        return [
+            *("simulate", "worker", "--policy", "hf", "--checkpoint", self.tally.policy[0].uri),
+            *("--max-new-tokens", str(o.profile.max_new_tokens), "--max-staleness", "0"),
+            *("--decode", o.profile.decode, "--concurrency", str(o.concurrency)),
+            *("--group", f"{self.run_id}-sim", "--warm", ENV, "--timeout", "120"),
+        ]
+
+    async def _start(self, progress: Progress) -> None:
+        """Start the workers and wait for the trainer's v0."""
+        o, fleet = self.options, self.fleet
+        fleet.start("audit", ["worker", "audit"])
+        fleet.start("assemble", ["worker", "assemble", "--verdict-timeout", f"{o.verdict_wait:g}"])
+        sink = ["worker", "sink", "--db", str(self.db), "--group", f"{self.run_id}-sink"]
+        fleet.start("sink", [*sink, "--embed" if o.embed else "--no-embed"])
+        if o.skills:
+            fleet.start("skills", ["worker", "skills"])
+        train = ["train", "--config", str(self.workdir / "trainer.toml"), "--no-live"]
+        fleet.start("train", train, env=self._threads())
+        await self.wait(
+            f"trainer · announce v0 ({o.profile.model})",
+            lambda: int(0 in self.tally.policy),
+            1,
+            "train",
+            progress,
+        )
+        self.say(f"trainer announced v0 at {self.tally.policy[0].uri}")
+        fleet.start("simulate", self._simulate_args(), env=self._threads())
+        self.say(
+            "workers: "
+            + ", ".join(f"{w.name} (pid {w.process.pid})" for w in fleet.workers.values())
+        )
 
     async def _swap(self, name: str, args: list[str], env: dict[str, str]) -> None:
         """Stop the simulation worker running now and start ``name`` in its place."""
@@ -303,22 +335,24 @@ class Loop:
         ids = {t.task_id for t in tasks}
         await producer.publish_many(tasks)
         label = f"round {index} · {kind}"
-        await self.wait(
-            f"{label} · episodes",
-            lambda: len(self.tally.ended_for(ids)),
-            len(tasks),
-            self.simulator,
-            progress,
-        )
+        with self.timed(f"episodes ({'training' if kind == 'train' else 'held-out'} rounds)"):
+            await self.wait(
+                f"{label} · episodes",
+                lambda: len(self.tally.ended_for(ids)),
+                len(tasks),
+                self.simulator,
+                progress,
+            )
         episodes = {e.episode_id for e in self.tally.ended_for(ids)}
         self.round_episodes[index] = episodes
-        await self.wait(
-            f"{label} · trajectories",
-            lambda: len(episodes & self.tally.trajectories.keys()),
-            len(episodes),
-            "assemble",
-            progress,
-        )
+        with self.timed("audit and assembly after a round's last episode"):
+            await self.wait(
+                f"{label} · trajectories",
+                lambda: len(episodes & self.tally.trajectories.keys()),
+                len(episodes),
+                "assemble",
+                progress,
+            )
         return RoundResult.of(index, kind, self.tally.evaluate(ids))
 
     async def wait_skills(self, before: RoundResult, progress: Progress) -> None:
@@ -417,9 +451,13 @@ class Loop:
     def stop(self, started: float) -> list[str]:
         """Stop the workers and add to ``summary.json`` the seconds since ``started`` (a
         ``time.monotonic()``) and the workers that had to be killed; returns those."""
-        killed = self.fleet.stop()
+        with self.timed("stopping the workers"):
+            killed = self.fleet.stop()
         path = self.workdir / "summary.json"
         summary = json.loads(path.read_text())
-        summary.update(seconds=round(time.monotonic() - started, 1), killed_on_stop=killed)
+        stages = {k: round(v, 1) for k, v in self.stages.most_common()}
+        summary.update(
+            seconds=round(time.monotonic() - started, 1), stages=stages, killed_on_stop=killed
+        )
         path.write_text(json.dumps(summary, indent=2))
         return killed

@@ -1,0 +1,63 @@
+"""MiniLM's compute paths side by side on this CPU: torch int8 (``_int_mm``), torch float32,
+and onnxruntime (int8 numerics in float32 arithmetic, the path of processes that only
+judge), for each setting the project uses, at one text and at 16, one thread, timed in
+alternation; then the memory a process that only judges holds.
+
+    python bench/encoder_paths.py
+    ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
+        OPENBLAS_CORETYPE=Haswell python bench/encoder_paths.py
+
+The caps reach torch and OpenBLAS; onnxruntime picks its kernels from the CPU's own flags
+and cannot be capped, so its figure under a cap is still this CPU's full instruction set.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from safactory.infra.compute import interleaved
+from safactory.infra.doctor import ENCODERS, summary
+
+JUDGE_RSS = (
+    "import resource\n"
+    "from safactory.streams.audit.engine import configured_engine\n"
+    "from safactory.streams.audit.embedding import shared_embedder, deep_embedder\n"
+    "engine = configured_engine(None, 2.0, 1)\n"
+    "shared_embedder().embed(['rm -rf /']); deep_embedder().embed(['rm -rf /'])\n"
+    "import sys; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,"
+    " 'torch' in sys.modules)\n"
+)
+
+
+def main() -> None:
+    import torch
+
+    from safactory.infra.embedding import _forward, set_threads
+
+    set_threads(1)
+    torch.set_num_threads(1)
+    print(summary())
+    print(f"{'setting':<58}{'rows':>5}{'torch int8':>12}{'torch fp32':>12}{'onnxruntime':>13}")
+    for what, (layers, int8, tokens) in ENCODERS.items():
+        row = [101, *range(2000, 2000 + min(62, tokens - 2)), 102]
+        paths = {"onnxruntime": _forward("onnxruntime", layers, int8)}
+        paths["torch fp32"] = _forward("torch", layers, False)
+        if int8:
+            paths["torch int8"] = _forward("torch", layers, True)
+        for rows in (1, 16):
+            batch = [row] * rows
+            ms = {
+                k: v * 1000
+                for k, v in interleaved({k: (lambda f=f: f(batch)) for k, f in paths.items()}).items()
+            }
+            cells = [f"{ms[k]:.1f} ms" if k in ms else "-" for k in ("torch int8", "torch fp32")]
+            print(f"{what:<58}{rows:>5}{cells[0]:>12}{cells[1]:>12}{ms['onnxruntime']:>10.1f} ms")
+    out = subprocess.run(
+        [sys.executable, "-c", JUDGE_RSS], capture_output=True, text=True, check=True
+    ).stdout.split()
+    print(f"a process that only judges (engine + both encoders): {out[0]} MB peak RSS, torch {out[1]}")
+
+
+if __name__ == "__main__":
+    main()
