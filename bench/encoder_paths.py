@@ -19,14 +19,14 @@ import sys
 from safactory.infra.compute import interleaved
 from safactory.infra.doctor import ENCODERS, summary
 
-JUDGE_RSS = (
-    "import resource\n"
+JUDGE_RSS = (  # VmHWM: ru_maxrss would carry this parent's peak across the exec
+    "import sys\n"
     "from safactory.streams.audit.engine import configured_engine\n"
     "from safactory.streams.audit.embedding import shared_embedder, deep_embedder\n"
     "engine = configured_engine(None, 2.0, 1)\n"
     "shared_embedder().embed(['rm -rf /']); deep_embedder().embed(['rm -rf /'])\n"
-    "import sys; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,"
-    " 'torch' in sys.modules)\n"
+    "hwm = open('/proc/self/status').read().split('VmHWM:')[1].split()[0]\n"
+    "print(int(hwm) // 1024, 'torch' in sys.modules)\n"
 )
 
 
@@ -47,16 +47,16 @@ def main() -> None:
             paths["torch int8"] = _forward("torch", layers, True)
         for rows in (1, 16):
             batch = [row] * rows
-            ms = {
-                k: v * 1000
-                for k, v in interleaved({k: (lambda f=f: f(batch)) for k, f in paths.items()}).items()
-            }
+            runs = {k: (lambda f=f, b=batch: f(b)) for k, f in paths.items()}
+            ms = {k: v * 1000 for k, v in interleaved(runs).items()}
             cells = [f"{ms[k]:.1f} ms" if k in ms else "-" for k in ("torch int8", "torch fp32")]
             print(f"{what:<58}{rows:>5}{cells[0]:>12}{cells[1]:>12}{ms['onnxruntime']:>10.1f} ms")
     out = subprocess.run(
         [sys.executable, "-c", JUDGE_RSS], capture_output=True, text=True, check=True
     ).stdout.split()
-    print(f"a process that only judges (engine + both encoders): {out[0]} MB peak RSS, torch {out[1]}")
+    print(
+        f"a process that only judges (engine + both encoders): {out[0]} MB peak RSS, torch {out[1]}"
+    )
 
 
 if __name__ == "__main__":

@@ -101,6 +101,8 @@ class _Graph:
             self.const(np.float32(127.0)),
         )
         integers = self.op("Round", self.op("Div", x, row_scale))
+        # the levels travel as int8 (a quarter of the bytes to serialise and parse); the
+        # runtime folds the cast once at load and packs the result for its kernels
         stored = self.const(np.ascontiguousarray(levels.T).astype(np.int8))
         out = self.op("MatMul", integers, self.op("Cast", stored, to=TensorProto.FLOAT))
         out = self.op("Mul", self.op("Mul", out, row_scale), self.const(scale))
@@ -196,7 +198,6 @@ class OnnxMiniLM:
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.enable_cpu_mem_arena = False  # a batch's activations are freed after it
-        options.add_session_config_entry("session.disable_prepacking", "1")  # no second copy
         # idle threads sleep instead of spinning: they would take the core from the other
         # workers of a small machine (and from a path being timed beside this one)
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -205,7 +206,6 @@ class OnnxMiniLM:
             minilm_graph(w, layers=layers, int8=int8),
             options,
             providers=["CPUExecutionProvider"],
-            disabled_optimizers=["ConstantFolding"],  # keep int8 weights int8 in memory
         )
 
     def vectors(self, ids: Sequence[Sequence[int]]) -> np.ndarray:

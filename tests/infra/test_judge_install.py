@@ -14,9 +14,9 @@ HEAVY = {"torch", "transformers", "sentence-transformers", "accelerate", "triton
 
 def test_the_core_dependencies_resolve_without_torch(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
+    pip = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
-        + ["--report", str(report), str(ROOT)],
+        [*pip, "--report", str(report), str(ROOT)],
         check=True,
         timeout=300,
         capture_output=True,
