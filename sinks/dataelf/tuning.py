@@ -152,8 +152,10 @@ def build(out: Path, recipe: Recipe, *, progress: bool = True) -> dict[str, Any]
         losses.append(round(loss.item(), 4))
         if progress and (step % 10 == 0 or step == recipe.steps - 1):
             elapsed = time.perf_counter() - start
+            left = elapsed / (step + 1) * (recipe.steps - step - 1)
             print(
-                f"  step {step + 1}/{recipe.steps}  loss {loss.item():.3f}  {elapsed:.0f} s",
+                f"  step {step + 1}/{recipe.steps}  loss {loss.item():.3f}  {elapsed:.0f} s"
+                f"  (about {left / 60:.0f} min left)",
                 file=sys.stderr,
             )
     model.eval()
