@@ -28,6 +28,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
+from itertools import accumulate
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
@@ -104,20 +105,21 @@ def loads(raw: bytes) -> Any:
     return value
 
 
-_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_ESCAPE = re.compile(r"\\.", re.DOTALL)
+_STRING = re.compile(r'"[^"]*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def _deeper_than(text: str, limit: int) -> bool:
-    depth = 0
-    for token in _BRACKETS.finditer(text):
-        mark = token.group()
-        if mark in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif mark in "]}":
-            depth -= 1
-    return False
+    """Whether the brackets outside strings nest deeper than ``limit``, in linear time:
+    escape pairs go first (so no quote left is escaped), then whole strings (each match
+    ends at the next quote: no position is scanned twice), then everything but brackets;
+    the deepest point is the largest running sum of what is left."""
+    bare = _NOT_BRACKET.sub("", _STRING.sub("", _ESCAPE.sub("", text)))
+    if bare.count("[") + bare.count("{") <= limit:
+        return False
+    return max(accumulate(map(_DEPTH_STEP.__getitem__, bare))) > limit
 
 
 def _has_non_finite(value: Any) -> bool:

@@ -7,6 +7,7 @@ bounded amount of memory. Each case is one the surfaces got wrong before (issue 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -75,6 +76,23 @@ def test_bad_bodies_get_json_errors(model_server: TestClient) -> None:
         )
         assert answer.status_code == 400, answer.text
         assert answer.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_the_nesting_check_is_linear_in_the_body() -> None:
+    """Shapes that made the old bracket scan quadratic (an unterminated string of escaped
+    quotes took 117 s at 128 KB) are refused at once; strings hide their brackets."""
+    from safactory.infra.http import MAX_DEPTH, _deeper_than, loads
+
+    for body in ('\\"' * 32_000, '"' + "\\" * 64_000, '"[' * 32_000):
+        started = time.perf_counter()
+        with pytest.raises(ValueError):
+            loads(body.encode())
+        assert time.perf_counter() - started < 1.0  # linear: milliseconds; quadratic: minutes
+    deep = "[" * (MAX_DEPTH + 1)
+    assert _deeper_than(deep, MAX_DEPTH) and not _deeper_than(deep[:-1], MAX_DEPTH)
+    assert not _deeper_than('["' + deep + '"]', MAX_DEPTH)  # inside a string
+    assert not _deeper_than('["\\"' + deep + '"]', MAX_DEPTH)  # an escaped quote
+    assert _deeper_than('["\\\\"' + deep, MAX_DEPTH)  # an escaped backslash ends it
 
 
 def test_the_gateway_bounds_bodies_before_forwarding_and_hides_credentials(
