@@ -167,3 +167,29 @@ def test_calls_written_other_ways_become_tool_calls(tmp_path) -> None:
     assert _json.loads(calls[1].function.arguments) == {"ticket_id": 7, "state": "done"}
     assert _json.loads(calls[2].function.arguments) == {"command": "rm -rf ./tmp"}
     assert _json.loads(calls[3].function.arguments) == {"element": "Confirm payment"}
+
+
+def test_an_oversized_record_is_refused_unread_and_the_rest_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SF_AUDIT_MAX_RECORD_MB", "1")
+    chat = {"messages": [{"role": "user", "content": "hello"}]}
+    path = tmp_path / "big.jsonl"
+    path.write_text(json.dumps(chat) + "\n" + "x" * (3 << 20) + "\n" + json.dumps(chat) + "\n")
+    entries = read_entries(path, "openai")
+    assert len(entries) == 3
+    skipped = entries[1]
+    assert isinstance(skipped, SkippedRecord) and "over 1 MiB" in skipped.reason
+    assert "SF_AUDIT_MAX_RECORD_MB" in skipped.reason
+    assert all(not isinstance(e, SkippedRecord) for e in (entries[0], entries[2]))
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo"])
+def test_a_device_or_pipe_is_refused_in_one_line(tmp_path: Path, kind: str) -> None:
+    import os
+
+    path = Path("/dev/zero") if kind == "device" else tmp_path / "pipe"
+    if kind == "fifo":
+        os.mkfifo(path)
+    with pytest.raises(ImportFormatError, match="not a regular file"):
+        read_entries(path, "openai")

@@ -59,6 +59,11 @@ def iter_entries(path: Path, fmt: str) -> Iterator[AuditRecord | SkippedRecord]:
         raise ImportFormatError(f"--format {shown(fmt)} is not one of {', '.join(known)}")
     if not path.exists():
         raise ImportFormatError(f"{path}: no such file or directory")
+    if not path.is_dir() and not path.is_file():
+        raise ImportFormatError(
+            f"{path}: not a regular file or a folder (a device, pipe or socket is not read: "
+            "save the traces to a file first)"
+        )
     spec = known[fmt]
     files = sorted({f for p in spec.patterns for f in path.rglob(p)}) if path.is_dir() else [path]
     if not files:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import IO, Any
 
 CHUNK = 1 << 20
 """Bytes read at a time."""
-MAX_RECORD = 512 << 20
+MAX_RECORD = 64 << 20
 """A single record larger than this is refused (it would be held whole)."""
 _BAD_BYTE = re.compile("[\udc80-\udcff]")
 """What ``surrogateescape`` makes of a byte that is not UTF-8."""
@@ -48,11 +49,30 @@ def loads_json(text: str) -> Any:
     return without_surrogates(data) if _SURROGATE_ESCAPE.search(text) else data
 
 
+def max_record() -> int:
+    """The largest record read, in bytes: ``SF_AUDIT_MAX_RECORD_MB`` (default 64)."""
+    return int(float(os.environ.get("SF_AUDIT_MAX_RECORD_MB", MAX_RECORD >> 20)) * (1 << 20))
+
+
 def lines(file: Path) -> Iterator[tuple[int, Any | Bad]]:
     """``(line number, value)`` of each non-blank line of a JSONL file, or :class:`Bad` for
-    a line that is not UTF-8 or not JSON."""
+    a line that is not UTF-8, not JSON, or longer than :func:`max_record` (skipped to its
+    end a chunk at a time, never held whole)."""
+    limit = max_record()
     with file.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+        number = 0
+        while raw := handle.readline(limit + 1):
+            number += 1
+            if len(raw) > limit and not raw.endswith(b"\n"):
+                while (rest := handle.readline(CHUNK)) and not rest.endswith(b"\n"):
+                    pass
+                yield (
+                    number,
+                    Bad(
+                        f"a record over {limit >> 20} MiB (SF_AUDIT_MAX_RECORD_MB raises the limit)"
+                    ),
+                )
+                continue
             if not raw.strip():
                 continue
             try:
@@ -135,8 +155,11 @@ class _Window:
                     return Bad(f"not valid JSON ({exc.msg}: line {exc.lineno} column {exc.colno})")
                 cut_off = True
             if cut_off:  # parse again with more of the file
-                if len(self.text) - start > MAX_RECORD:
-                    return Bad(f"not valid JSON (a record over {MAX_RECORD >> 20} MiB)")
+                if len(self.text) - start > max_record():
+                    return Bad(
+                        f"a record over {max_record() >> 20} MiB "
+                        "(SF_AUDIT_MAX_RECORD_MB raises the limit)"
+                    )
                 self.grow(size)
                 size = min(size * 2, 64 * CHUNK)
                 continue
