@@ -5,13 +5,12 @@ Only wiring: the gateway itself is :mod:`safactory.agents.gateway`.
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 import typer
 
 from ..infra import listen
-from ..infra.http import MAX_BODY, redacted
+from ..infra.http import MAX_BODY, log_to_console, redacted
 from . import serve as web
 from .errors import fail, get_settings
 from .options import AllowHostOption, HostOption, MaxBodyOption, PortOption
@@ -77,7 +76,7 @@ def gateway(
     if not upstream.startswith(("http://", "https://")):
         raise fail(f"--upstream {upstream!r}: give an http(s) URL, e.g. http://127.0.0.1:8000/v1")
     web.check_exposure(host, token)
-    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    log_to_console(log_level)
     settings = get_settings()
     sock = web.listen_socket(host, port)
     service = Gateway(

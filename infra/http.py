@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -81,6 +82,27 @@ def redacted(url: str) -> str:
     netloc = parts.netloc.rsplit("@", 1)[1]
     user = parts.username or ""
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+_USERINFO = re.compile(r"(://[^/\s:@]*):[^/\s@]*@")
+
+
+class CredentialFilter(logging.Filter):
+    """Masks the password of every URL a log record holds (httpx logs each request's
+    full URL at info, user part included)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "@" in message:
+            record.msg, record.args = _USERINFO.sub(r"\1:***@", message), None
+        return True
+
+
+def log_to_console(level: str) -> None:
+    """Log at ``level`` to stderr, every record's URLs without their passwords."""
+    logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(CredentialFilter())
 
 
 def _refuse_constant(value: str) -> Any:

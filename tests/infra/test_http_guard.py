@@ -102,7 +102,10 @@ def test_the_gateway_bounds_bodies_before_forwarding_and_hides_credentials(
     reply = {"role": "assistant", "content": "ok"}
     with scripted_upstream([reply], seen=seen) as upstream:
         secret = upstream.replace("http://", "http://agent:hunter2pass@")
-        with gateway_process(secret, topics, tmp_path / "gw.log", "--max-body", "1048576") as gw:
+        debug = ("--log-level", "debug")  # httpx logs each upstream URL from info on
+        with gateway_process(
+            secret, topics, tmp_path / "gw.log", "--max-body", "1048576", *debug
+        ) as gw:
             health = httpx.get(gw.removesuffix("/v1") + "/health").text
             assert "hunter2pass" not in health and "agent:***@" in health
             huge = {"model": "m", "messages": [{"role": "user", "content": "x" * (2 << 20)}]}
@@ -120,7 +123,8 @@ def test_the_gateway_bounds_bodies_before_forwarding_and_hides_credentials(
     with gateway_process(secret, topics, tmp_path / "gw2.log") as gw:  # the upstream is gone
         down = httpx.post(f"{gw}/chat/completions", json=chat, timeout=30)
         assert down.status_code == 502 and "hunter2pass" not in down.text
-    assert "hunter2pass" not in (tmp_path / "gw.log").read_text()
+    logged = (tmp_path / "gw.log").read_text()
+    assert "hunter2pass" not in logged and "agent:***@" in logged  # the URL was logged, masked
 
 
 def test_open_episodes_hold_bounded_memory() -> None:
