@@ -75,7 +75,7 @@ def gateway(
 
     if not upstream.startswith(("http://", "https://")):
         raise fail(f"--upstream {upstream!r}: give an http(s) URL, e.g. http://127.0.0.1:8000/v1")
-    web.check_exposure(host, token)
+    web.check_exposure(host, token, "SF_GATEWAY_TOKEN")
     log_to_console(log_level)
     settings = get_settings()
     sock = web.listen_socket(host, port)

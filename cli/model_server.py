@@ -56,7 +56,7 @@ def model_server(
     revision, reload by POST /collective_rpc). Prints its address once it listens."""
     from ..agents.policies.serve_local import ModelServer
 
-    web.check_exposure(host, token)
+    web.check_exposure(host, token, "SF_MODEL_SERVER_TOKEN")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     sock = web.listen_socket(host, port)
     server = ModelServer(

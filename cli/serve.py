@@ -25,10 +25,10 @@ if TYPE_CHECKING:  # lancedb loads only when an episode is asked for
     from ..sinks.location import Db
 
 
-def check_exposure(host: str, token: str | None) -> None:
+def check_exposure(host: str, token: str | None, env: str = "SF_SERVE_TOKEN") -> None:
     """:func:`~safactory.infra.listen.check_exposure`, refused in one line."""
     with failing(listen.ListenError):
-        listen.check_exposure(host, token)
+        listen.check_exposure(host, token, env)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

@@ -27,8 +27,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_exposure(host: str, token: str | None) -> None:
-    """Refuse a bind that others can reach without a token, and a token too short to guess."""
+def check_exposure(host: str, token: str | None, env: str = "SF_SERVE_TOKEN") -> None:
+    """Refuse a bind that others can reach without a token (``env``: the variable that sets
+    this server's), and a token too short to guess."""
     if token is not None and len(token) < MIN_TOKEN_CHARS:
         raise ListenError(
             f"--token has {len(token)} characters; use at least {MIN_TOKEN_CHARS}, e.g. "
@@ -37,7 +38,7 @@ def check_exposure(host: str, token: str | None) -> None:
     if not is_loopback(host) and not token:
         raise ListenError(
             f"--host {host} is reachable from other machines; pass --token (or set "
-            "SF_SERVE_TOKEN) so every request must carry it, or bind 127.0.0.1"
+            f"{env}) so every request must carry it, or bind 127.0.0.1"
         )
 
 

@@ -29,3 +29,30 @@ def test_port_zero_listens_on_a_free_port_and_a_taken_one_says_so() -> None:
             listen_socket("127.0.0.1", port)
     finally:
         sock.close()
+
+
+@pytest.mark.parametrize(
+    ("command", "variable"),
+    [
+        (["gateway", "--upstream", "http://127.0.0.1:9/v1"], "SF_GATEWAY_TOKEN"),
+        (["serve"], "SF_SERVE_TOKEN"),
+    ],
+)
+def test_a_refused_bind_names_the_servers_own_token_variable(
+    command: list[str], variable: str
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_TOKEN")}
+    done = subprocess.run(
+        [sys.executable, "-m", "safactory.cli.main", *command, "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(said) <= 2 and variable in done.stderr, done.stderr
