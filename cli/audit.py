@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ..infra.terminal import visible
 from ..streams.audit import registry
 from ..streams.audit.engine import configured_engine
 from ..tools.batch import BatchAudit, stop_on_interrupt
@@ -35,7 +36,7 @@ StrictOption = Annotated[
 def _say_skipped(reasons: list[str], skipped: int = 0, total: int = 0) -> None:
     """Each reason a record was skipped, then (``skipped``) how many of ``total`` were."""
     for reason in reasons:
-        err.print(f"[yellow]skipped:[/yellow] {reason}")
+        err.print(f"skipped: {visible(reason)}", style="yellow", markup=False, highlight=False)
     if skipped:
         err.print(
             f"[yellow]{skipped} of {total} records skipped[/yellow] (fix the "
@@ -106,10 +107,10 @@ def audit(
                 _say_skipped(done.said)
                 if done.record and done.result and done.steps is not None:
                     status.stop()
-                    err.print(f"[bold]{done.record.id}[/bold]: {done.result.decision}")
+                    err.print(f"{visible(done.record.id)}: {done.result.decision}", markup=False)
                     for e in done.steps:
                         for text in e.lines():
-                            err.print(text, markup=False, highlight=False)
+                            err.print(visible(text), markup=False, highlight=False)
                     status.start()
                 sink.write(json.dumps(done.line) + "\n")
                 sink.flush()
