@@ -93,7 +93,9 @@ async def test_the_summary_keeps_its_keys_and_their_order(tmp_path: Path) -> Non
         "commands",
         "learning_png",
         "seconds",
+        "stages",
         "killed_on_stop",
     ]
+    assert "stopping the workers" in summary["stages"]  # where the run's time went
     assert summary["run"] == "demo-x" and summary["learning_png"] == str(picture)
     assert summary["rounds"][0]["kind"] == "before" and summary["episodes"] == 1
