@@ -80,15 +80,26 @@ class CheckpointStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def save(
-        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: TrainerState
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        state: TrainerState,
+        weights: Path | None = None,
     ) -> Path:
-        """Write a complete checkpoint, then point ``LATEST`` at it."""
+        """Write a complete checkpoint, then point ``LATEST`` at it. ``weights``, a
+        safetensors file of exactly ``model``'s weights (the version just published), is
+        hard-linked instead of written again where the file system allows."""
         name = f"ckpt-{state.commits:08d}"
         final = self.root / name
         tmp = self.root / (name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        save_model(model, str(tmp / "model.safetensors"))  # tied weights stored once
+        try:
+            if weights is None:
+                raise OSError("nothing to link")
+            os.link(weights, tmp / "model.safetensors")
+        except OSError:
+            save_model(model, str(tmp / "model.safetensors"))  # tied weights stored once
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         _write_json(tmp / "state.json", state.to_json())
         _fsync_dir(tmp)

@@ -216,7 +216,7 @@ class StreamingTrainer:
             stored = await asyncio.to_thread(self._save_weights, 0)
             self.state = TrainerState(version=0, published_version=0)
             self.journal.truncate_after(0)
-            await asyncio.to_thread(self._checkpoint)
+            await asyncio.to_thread(self._checkpoint, stored)
             await self._announce(stored)
             return
         self.state = state
@@ -414,7 +414,7 @@ class StreamingTrainer:
         if self.version % self.config.publish_every == 0:
             stored = await asyncio.to_thread(self._save_weights, self.version)
             self.state.published_version = self.version
-        await asyncio.to_thread(self._checkpoint)
+        await asyncio.to_thread(self._checkpoint, stored)
         if stored is not None:
             await self._announce(stored)
         self.stats.last_update = metrics
@@ -428,7 +428,7 @@ class StreamingTrainer:
         self.store.point_current(stored)
         return stored
 
-    def _checkpoint(self) -> None:
+    def _checkpoint(self, published: StoredWeights | None = None) -> None:
         self.state.offsets = self.ledger.to_json()
         self.state.accepted = dict(self.staleness.accepted)
         self.state.skipped = dict(self.staleness.skipped)
@@ -437,7 +437,8 @@ class StreamingTrainer:
             self.journal.append(self.state.commits + 1, self.version, [], self._skipped_ids)
             self._skipped_ids = []
         self.state.commits += 1
-        self.checkpoints.save(self.learner.model, self.learner.optimizer, self.state)
+        weights = published.path / WEIGHTS_FILE if published is not None else None
+        self.checkpoints.save(self.learner.model, self.learner.optimizer, self.state, weights)
 
     async def _announce(self, stored: StoredWeights) -> None:
         """Announce ``stored``; with an inference server, only once it confirms serving it.
