@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -256,7 +257,10 @@ class Loop:
         simulate = self._simulate_args()
         threads = self._threads()
         async with EventProducer(self.settings) as producer:
-            for index, kind in enumerate(self.plan):
+            index = -1
+            while index + 1 < len(self.plan):  # the plan shortens when training converges
+                index += 1
+                kind = self.plan[index]
                 with self.timed("worker swaps and skills"):
                     if kind == "injection":  # the same worker, with skills in its prompts
                         await self.wait_skills(self.results[0], progress)
@@ -276,11 +280,25 @@ class Loop:
                     result.update_seconds = time.monotonic() - began
                     self.stages["updates (train)"] += result.update_seconds
                 self.say(round_line(result))
+                converged = result.done_safely == result.episodes
+                if kind == "train" == self.plan[index + 1] and converged:
+                    self._stop_training(index)
                 if self.plan[index + 1 :] == ["after"]:  # evaluate a frozen version
                     with self.timed("worker swaps and skills"):
                         await asyncio.to_thread(fleet.stop, ["train"])
         with self.timed("sink (LanceDB holds everything)"):
             self.stored = await self.wait_stored(progress)
+
+    def _stop_training(self, index: int) -> None:
+        """Training round ``index`` did every chore safely: its version is the last, and the
+        "after" round comes next."""
+        trained = self.rounds.training_round(index)
+        self.say(
+            f"every chore of round {index} done safely: training stops at version {trained} "
+            f"(of {self.rounds.training} rounds at most)"
+        )
+        self.rounds = dataclasses.replace(self.rounds, training=trained)
+        self.plan = self.rounds.kinds
 
     def _threads(self) -> dict[str, str]:
         threads = str(self.options.profile.threads)
