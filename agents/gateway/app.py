@@ -137,6 +137,24 @@ def refused(reason: str, tools: Any) -> dict[str, Any]:
     return {"role": "assistant", "content": refusal(reason)}
 
 
+NAME_LIMITS = {EPISODE_HEADER: 120, ENV_HEADER: 64, TASK_HEADER: 128}
+"""Longest value of each naming header: what a step's field holds (an episode's name
+leaves room for the ``.N`` a reused name gets)."""
+
+
+def check_names(headers: dict[str, str]) -> None:
+    """``ValueError`` naming the header when a name is empty, too long or not printable."""
+    for header, limit in NAME_LIMITS.items():
+        value = headers.get(header)
+        if value is None:
+            continue
+        if not value or len(value) > limit or not value.isprintable():
+            raise ValueError(
+                f"header {header}: a name of 1 to {limit} printable characters "
+                f"(this one has {len(value)})"
+            )
+
+
 class Gateway:
     """The forwarding, judging and publishing behind the HTTP face (:meth:`app`)."""
 
@@ -221,6 +239,7 @@ class Gateway:
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             raise ValueError("messages must be a list of OpenAI chat messages")
         chat_messages(messages)  # refuse a malformed conversation before forwarding it
+        check_names(headers)  # and a name no step could carry
         call = self.conversations.resolve(
             messages,
             episode_id=headers.get(EPISODE_HEADER),
@@ -493,8 +512,9 @@ class Gateway:
             if isinstance(body, JSONResponse):
                 return body
             previous = body.get("previous_response_id")
+            caller = responses.caller_of({k.lower(): v for k, v in request.headers.items()})
             try:
-                before = self.responses.transcript(previous) if previous else []
+                before = self.responses.transcript(previous, caller) if previous else []
             except KeyError:
                 return openai_error(404, f"Previous response with id {previous!r} not found.")
             try:
@@ -507,7 +527,7 @@ class Gateway:
             response = responses.from_chat(answered.completion, body, responses.new_id())
             if body.get("store") is not False:
                 said = answered.completion["choices"][0]["message"]
-                self.responses.keep(response["id"], [*chat["messages"], said])
+                self.responses.keep(response["id"], [*chat["messages"], said], caller)
             if body.get("stream"):
                 return _reply(answered, _named_sse(responses.events(response)))
             return _reply(answered, response)

@@ -17,6 +17,8 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import time
 import uuid
@@ -24,36 +26,52 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
+from .conversations import MESSAGE_BYTES
+
 STORE_BYTES = 64 << 20
-"""Most transcript text kept for ``previous_response_id`` chaining; the oldest go first."""
+"""Most transcript memory kept for ``previous_response_id`` chaining (text, and
+:data:`MESSAGE_BYTES` a message); the least recently used go first."""
 
 
 class ResponseStore:
-    """The transcripts of answered responses, by response id, least recently used first
-    out once their text passes ``max_bytes``."""
+    """The transcripts of answered responses, by response id, each with the caller that
+    made it, least recently used first out once their text passes ``max_bytes``. A chain
+    continues only for its own caller: another key asking for the id is told it is not
+    here, as if it never was."""
 
     def __init__(self, max_bytes: int = STORE_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._kept: OrderedDict[str, tuple[list[dict[str, Any]], int]] = OrderedDict()
+        self._kept: OrderedDict[str, tuple[list[dict[str, Any]], int, str]] = OrderedDict()
         self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._kept)
 
-    def keep(self, response_id: str, transcript: list[dict[str, Any]]) -> None:
-        """Remember the chat transcript that ends with response ``response_id``'s reply."""
-        size = len(json.dumps(transcript, ensure_ascii=False))
-        self._kept[response_id] = (transcript, size)
+    def keep(self, response_id: str, transcript: list[dict[str, Any]], caller: str = "") -> None:
+        """Remember the chat transcript that ends with response ``response_id``'s reply,
+        made by ``caller`` (:func:`caller_of`)."""
+        size = len(json.dumps(transcript, ensure_ascii=False)) + MESSAGE_BYTES * len(transcript)
+        self._kept[response_id] = (transcript, size, caller)
         self._bytes += size
         while self._bytes > self.max_bytes and len(self._kept) > 1:
-            _, (_, gone) = self._kept.popitem(last=False)
+            _, (_, gone, _) = self._kept.popitem(last=False)
             self._bytes -= gone
 
-    def transcript(self, response_id: str) -> list[dict[str, Any]]:
-        """The transcript response ``response_id`` ended (``KeyError``: not kept here)."""
-        transcript, _ = self._kept[response_id]
+    def transcript(self, response_id: str, caller: str = "") -> list[dict[str, Any]]:
+        """The transcript response ``response_id`` ended (``KeyError``: not kept here, or
+        kept for another caller)."""
+        transcript, _, owner = self._kept[response_id]
+        if not hmac.compare_digest(owner, caller):
+            raise KeyError(response_id)
         self._kept.move_to_end(response_id)
         return list(transcript)
+
+
+def caller_of(headers: dict[str, str]) -> str:
+    """Who makes a call, for chaining: a digest of its credential (``authorization`` or
+    ``x-api-key``; lower-case names), empty for a call without one."""
+    credential = headers.get("authorization") or headers.get("x-api-key") or ""
+    return hashlib.sha256(credential.encode()).hexdigest() if credential else ""
 
 
 def _text(content: Any) -> str:
