@@ -39,9 +39,14 @@ CONTEXT_STEPS = 32
 """Steps of an open episode kept as the audit context of its next call (the live auditor's
 own default)."""
 CONTEXT_BYTES = 4 << 20
-"""Most text of one open episode kept in memory; older steps go first."""
+"""Most memory one open episode's context holds (:func:`step_bytes`); older steps go first."""
 OPEN_BYTES = 256 << 20
-"""Most text of all open episodes kept in memory; the least recently active go first."""
+"""Most memory all open episodes' contexts hold; the least recently active go first."""
+MESSAGE_BYTES = 512
+"""What a message costs in memory beside its text (an empty one measured 490 bytes): an
+episode of many empty messages is bounded like one of long ones."""
+CALL_BYTES = 1536
+"""What a tool call costs in memory beside its arguments (measured: 1,510 bytes)."""
 
 
 def _canonical(message: dict[str, Any]) -> bytes:
@@ -117,7 +122,7 @@ class Conversation:
     step_count: int = 0
     """Steps published so far (the next step's index)."""
     nbytes: int = 0
-    """Text held in :attr:`steps` (what an open episode costs in memory)."""
+    """Memory held by :attr:`steps` (:func:`step_bytes`)."""
     sent: int = 0
     """Messages of the transcript so far (what the client sent plus the replies)."""
     digest: str | None = None
@@ -144,9 +149,15 @@ class Call:
     """The call starts its episode."""
 
 
-def _step_bytes(step: Step) -> int:
-    text = sum(len(str(m.content or "")) for m in step.messages)
-    return text + len(step.tool_result or "") + len(step.action.text or "")
+def step_bytes(step: Step) -> int:
+    """The memory ``step`` holds, counted in bytes: its text, and a fixed cost per message
+    and per tool call (the objects themselves)."""
+    total = MESSAGE_BYTES + len(step.tool_result or "") + len(step.action.text or "")
+    for message in step.messages:
+        total += MESSAGE_BYTES + len(str(message.content or ""))
+        for call in message.tool_calls or ():
+            total += CALL_BYTES + len(call.function.arguments or "")
+    return total
 
 
 class Conversations:
@@ -157,7 +168,7 @@ class Conversations:
         self.capacity = capacity
         self.max_bytes = max_bytes
         self.nbytes = 0
-        """Text held by every open episode's context."""
+        """Memory held by every open episode's context (:func:`step_bytes`)."""
         self._let_go: list[Conversation] = []
         """Episodes closed to stay within bounds, their ends not yet published."""
         self._open: OrderedDict[str, Conversation] = OrderedDict()
@@ -235,13 +246,13 @@ class Conversations:
         within :attr:`max_bytes`: see :meth:`let_go`)."""
         conversation.step_count += len(steps)
         conversation.steps.extend(steps)
-        added = sum(_step_bytes(s) for s in steps)
+        added = sum(step_bytes(s) for s in steps)
         conversation.nbytes += added
         self.nbytes += added
         while conversation.steps and (
             len(conversation.steps) > CONTEXT_STEPS or conversation.nbytes > CONTEXT_BYTES
         ):
-            gone = _step_bytes(conversation.steps.pop(0))
+            gone = step_bytes(conversation.steps.pop(0))
             conversation.nbytes -= gone
             self.nbytes -= gone
         self._bound()
