@@ -8,7 +8,8 @@ Every surface is safe to leave running (DESIGN.md, "The unified inference entry"
   points at 127.0.0.1 (DNS rebinding) is refused.
 * **No state change from another origin.** ``POST``/``PUT``/``PATCH``/``DELETE`` need a
   JSON content type (a form or ``text/plain`` post from a foreign page is refused) and, when
-  the browser says where it comes from (``Origin``), that origin must be this server.
+  the browser says where it comes from (``Origin``), that origin must be this server:
+  scheme, host and port.
 * **A token, where one is set**, on every request (``Authorization: Bearer``, ``x-api-key``
   as Anthropic's clients send it, or ``?token=``); with it, host and origin are not asked
   (a rebinding page cannot hold it).
@@ -239,9 +240,26 @@ class HttpGuard:
                 why = "a request that changes state needs Content-Type: application/json"
                 return error(415, why)
             origin = headers.get("origin")
-            if origin is not None and _host_name(urlsplit(origin).netloc) not in self.hosts:
+            if origin is not None and not self._own_origin(origin, headers, scope):
                 return error(403, f"a state change from another origin ({origin}) is refused")
         return None
+
+    def _own_origin(self, origin: str, headers: dict[str, str], scope: Scope) -> bool:
+        """Whether ``origin`` is this server: scheme http(s), a served host, and the port
+        the request came to (another port on the same host is another site's page)."""
+        try:
+            parts = urlsplit(origin)
+            port = parts.port or DEFAULT_PORTS.get(parts.scheme)
+            here = urlsplit("//" + headers.get("host", "")).port
+        except ValueError:
+            return False
+        if here is None:
+            here = (scope.get("server") or (None, None))[1] or DEFAULT_PORTS.get(scope["scheme"])
+        return (
+            parts.scheme in DEFAULT_PORTS
+            and _host_name(parts.netloc) in self.hosts
+            and port == here
+        )
 
     def _carries_token(self, scope: Scope, headers: dict[str, str]) -> bool:
         assert self.token is not None
@@ -275,6 +293,9 @@ class HttpGuard:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks), None
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def _host_name(host: str) -> str:
