@@ -9,6 +9,8 @@ import socket
 from typing import Any
 
 MIN_TOKEN_CHARS = 16
+HEAD_TIMEOUT_S = 10.0
+"""Most seconds a connection may take to send a request's line and headers."""
 LOOPBACK_NAMES = ("localhost",)
 
 
@@ -65,8 +67,17 @@ def address(host: str, sock: socket.socket) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}"
 
 
-def serve_on(app: Any, sock: socket.socket, *, graceful_s: int, loop: str = "auto") -> None:
-    """Serve ``app`` with uvicorn on ``sock`` until Ctrl-C (warnings only, no access log)."""
+def serve_on(
+    app: Any,
+    sock: socket.socket,
+    *,
+    graceful_s: int,
+    loop: str = "auto",
+    head_timeout_s: float = HEAD_TIMEOUT_S,
+) -> None:
+    """Serve ``app`` with uvicorn on ``sock`` until Ctrl-C (warnings only, no access log); a
+    connection that has not sent a whole request head ``head_timeout_s`` after connecting,
+    or after its previous response, is closed."""
     import uvicorn
 
     config = uvicorn.Config(
@@ -75,5 +86,43 @@ def serve_on(app: Any, sock: socket.socket, *, graceful_s: int, loop: str = "aut
         access_log=False,
         timeout_graceful_shutdown=graceful_s,
         loop=loop,
+        http=head_deadline(head_timeout_s),
     )
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def head_deadline(timeout_s: float) -> type:
+    """uvicorn's h11 protocol with a deadline on each request's line and headers: uvicorn
+    has none (its keep-alive timer restarts on every byte), so a client trickling a header
+    a byte at a time would hold its connection, and enough of them every connection."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadDeadline(H11Protocol):
+        _overdue: Any = None
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def handle_events(self) -> None:
+            cycle = self.cycle
+            super().handle_events()
+            if self.cycle is not cycle and self._overdue is not None:  # a whole head came
+                self._overdue.cancel()
+                self._overdue = None
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._overdue is not None:
+                self._overdue.cancel()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._overdue is not None:
+                self._overdue.cancel()
+            self._overdue = self.loop.call_later(timeout_s, self.transport.close)
+
+    return HeadDeadline
