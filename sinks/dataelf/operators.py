@@ -180,7 +180,8 @@ def register(cls: type[Operator]) -> type[Operator]:
 
 def available() -> dict[str, type[Operator]]:
     """Every operator by name: the built-in ones and those of installed packages."""
-    from . import science  # noqa: F401  (registers the scientific readers)
+    from . import meaning, science  # noqa: F401  (register the operators over meaning, and
+    # the scientific readers: imported here, so the package itself loads nothing heavy)
 
     for entry in entry_points(group="safactory.operators"):
         if entry.name not in _REGISTRY:

@@ -139,7 +139,12 @@ def run_anywhere(
     limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[str, dict[str, str]]:
     """:func:`run_sandboxed`, except a plain plan on an object store (the sandbox has no
-    network to reach one), which runs here with ``services()``; what it shows, the manifest."""
+    network to reach one), which runs here with ``services()``; what it shows, the manifest.
+    An ``out`` that is a symbolic link is refused: the run would write where it points."""
+    if out.is_symlink():
+        raise PlanError(
+            f"--out {out} is a symbolic link (to {os.readlink(out)}); name a folder itself"
+        )
     if mask is not None or not location(db).remote:
         return run_sandboxed(plan, db, out, job=job, mask=mask, limits=limits)
     table, manifest = run_plan(plan, db, out, services())
@@ -239,12 +244,11 @@ def job(argv: list[str], services: Services) -> None:
 
 def _limit(limits: Limits) -> None:
     """Hold this process (the job) to ``limits`` (a plugin cannot raise the hard ones): past
-    its CPU seconds it is told (SIGXCPU) and ends saying so, five seconds later killed."""
+    its CPU seconds the kernel ends it with SIGXCPU, which the host names as the CPU limit,
+    even in native code that never returns to Python (a handler there would never run, and
+    the hard limit's SIGKILL five seconds later would read as running out of memory)."""
     resource.setrlimit(resource.RLIMIT_DATA, (limits.memory_mb << 20,) * 2)
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.output_mb << 20,) * 2)
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
-
-    def out_of_time(signum: int, frame: object) -> None:
-        raise SystemExit("the job reached its CPU time limit")
-
-    signal.signal(signal.SIGXCPU, out_of_time)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU's default action dumps core
+    signal.signal(signal.SIGXCPU, signal.SIG_DFL)

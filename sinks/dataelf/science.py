@@ -25,6 +25,13 @@ from pydantic import Field
 
 from .operators import Operator, PlanError, RunContext, register
 
+FORMATS = {
+    "fasta": "a FASTA file holds records that each start with a '>' line naming the "
+    "sequence, its letters on the lines below",
+    "fastq": "a FASTQ file holds records of four lines: '@' and a name, the letters, '+', "
+    "and one quality character per letter",
+}
+"""What each sequence format holds, said when a file is not one."""
 FilePath = Annotated[str, Field(min_length=1, max_length=4096)]
 BANDS: dict[str, tuple[float, float]] = {
     "delta": (1.0, 4.0),
@@ -84,8 +91,11 @@ class ReadSequences(ReadFile):
                 rows["length"].append(len(record.seq))
                 rows["gc_content"].append(round(float(gc_fraction(record.seq)), 6))
                 rows["mean_quality"].append(float(np.mean(quality)) if quality else None)
-        except ValueError as exc:
-            raise PlanError(f"{self.NAME}: {self.path} is not {fmt}: {exc}") from None
+        except ValueError:
+            raise PlanError(
+                f"{self.NAME}: {self.path} could not be read as {fmt.upper()}: "
+                f"{FORMATS[fmt]} (set format to the file's own, fasta or fastq)"
+            ) from None
         return _table(rows, [pa.string(), pa.int64(), pa.float64(), pa.float64()])
 
 
