@@ -11,17 +11,21 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from fastapi.testclient import TestClient
 from gateway_support import gateway_process, scripted_upstream
 
-from safactory.agents.gateway.conversations import CONTEXT_BYTES, Conversations
+from safactory.agents.gateway.conversations import CONTEXT_BYTES, Conversations, step_bytes
 from safactory.agents.policies.serve_local import ModelServer
 from safactory.cli.serve import web_app
 from safactory.infra.config import Settings
 from safactory.schemas import Action, ChatMessage, Step
 
 LOCAL = "http://127.0.0.1"
+GATEWAY_RSS_MB = 600
+"""The gateway's documented bound (docs/RELIABILITY.md): its start plus the contexts'
+and the chains' own bounds, far under."""
 
 
 @pytest.fixture
@@ -53,12 +57,16 @@ def test_no_state_change_from_another_origin(serve: TestClient, model_server: Te
         headers={"Content-Type": "application/json", "Origin": "http://evil.example"},
     )
     assert foreign.status_code == 403
+    here = {"Content-Type": "application/json", "Host": "127.0.0.1:8765"}
+    for elsewhere in ("http://127.0.0.1:9999", "http://127.0.0.1", "file://", "null"):
+        other = serve.post("/api/control", content=approve, headers={**here, "Origin": elsewhere})
+        assert other.status_code == 403, elsewhere  # another port is another site's page
     mine = serve.post(
-        "/api/control",
-        content=approve,
-        headers={"Content-Type": "application/json", "Origin": "http://127.0.0.1:8765"},
+        "/api/control", content=approve, headers={**here, "Origin": "http://127.0.0.1:8765"}
     )
     assert mine.status_code == 404  # allowed through: nothing is paused here
+    portless = {"Content-Type": "application/json", "Origin": "http://127.0.0.1"}
+    assert serve.post("/api/control", content=approve, headers=portless).status_code == 404
     drill = model_server.post("/v1/admin/fail_reloads", json={"count": 5})
     assert drill.status_code == 403 and "token" in drill.json()["error"]["message"]
     rpc = model_server.post(
@@ -147,3 +155,53 @@ def test_open_episodes_hold_bounded_memory() -> None:
     gone = open_.let_go()
     assert len(gone) + len(open_) == 30 and gone[0].step_count == 4  # the oldest went first
     assert json.dumps([c.episode_id for c in gone])  # each is ended by the gateway
+    empty = Conversations(max_bytes=10 * CONTEXT_BYTES)  # many empty messages weigh too
+    for n in range(40):
+        call = empty.resolve([{"role": "user", "content": f"empty {n}"}])
+        step = Step(
+            episode_id=call.conversation.episode_id,
+            step_index=0,
+            env="gateway",
+            task_id="t",
+            policy_version=0,
+            action=Action(text=""),
+            messages=[ChatMessage(role="user", content="")] * 30_000,
+        )
+        empty.published(call.conversation, [step])
+        assert step_bytes(step) > 30_000 * 256 and call.conversation.steps == []
+    assert empty.nbytes <= 10 * CONTEXT_BYTES
+
+
+def test_chains_belong_to_their_caller_and_empty_messages_stay_bounded(
+    topics: Settings, tmp_path: Path
+) -> None:
+    reply = {"role": "assistant", "content": "ok"}
+    seen: list[dict] = []
+    with (
+        scripted_upstream([reply], seen=seen) as upstream,
+        gateway_process(upstream, topics, tmp_path / "gw.log") as gw,
+    ):
+        a, b = ({"Authorization": f"Bearer sk-{who}"} for who in ("alice", "bob"))
+        first = httpx.post(f"{gw}/responses", json={"model": "m", "input": "mine"}, headers=a)
+        chained = {"model": "m", "input": "more", "previous_response_id": first.json()["id"]}
+        assert httpx.post(f"{gw}/responses", json=chained, headers=b).status_code == 404
+        assert httpx.post(f"{gw}/responses", json=chained).status_code == 404  # no key either
+        assert httpx.post(f"{gw}/responses", json=chained, headers=a).status_code == 200
+        named = {"x-sf-episode": "e" * 5000}
+        chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        calls = len(seen)
+        refused = httpx.post(f"{gw}/chat/completions", json=chat, headers=named)
+        assert refused.status_code == 400 and "x-sf-episode" in refused.text
+        assert len(seen) == calls  # refused before the upstream was called
+        gateway = next(
+            p for p in psutil.Process().children(recursive=True) if "gateway" in p.cmdline()
+        )
+        empty = [{"role": "user", "content": ""}] * 30_000  # 1 MB of JSON, 30,000 objects
+        rss = []
+        for n in range(40):
+            chat = {"model": "m", "messages": [{"role": "user", "content": f"{n}"}, *empty]}
+            assert httpx.post(f"{gw}/chat/completions", json=chat, timeout=60).status_code == 200
+            rss.append(gateway.memory_info().rss / 2**20)
+        # a plateau: what calls 10-40 add stays far under one call's 30,000 messages each
+        assert rss[-1] - rss[9] < 150, rss
+        assert rss[-1] < GATEWAY_RSS_MB, rss

@@ -193,3 +193,23 @@ def test_a_device_or_pipe_is_refused_in_one_line(tmp_path: Path, kind: str) -> N
         os.mkfifo(path)
     with pytest.raises(ImportFormatError, match="not a regular file"):
         read_entries(path, "openai")
+
+
+def test_safactory_audit_of_dev_zero_ends_in_one_line_holding_little() -> None:
+    import subprocess
+    import sys
+
+    measured = (  # a fresh parent: its children's peak is this command's alone
+        "import resource, subprocess, sys; "
+        "done = subprocess.run([sys.executable, '-m', 'safactory.cli.main', 'audit', "
+        "'/dev/zero'], capture_output=True, text=True); "
+        "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+        "print(done.stdout + done.stderr)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", measured], capture_output=True, text=True, timeout=60
+    ).stdout
+    first, *said = [line for line in out.splitlines() if line.strip()]
+    code, peak_kb = map(int, first.split())
+    assert code != 0 and len(said) == 1 and "/dev/zero" in said[0], said
+    assert peak_kb < 300 * 1024, peak_kb  # it loads no model and no database to say so

@@ -42,6 +42,13 @@ class Spin(Operator):
         while True:
             pass
 
+class SpinInC(Operator):
+    NAME: ClassVar[str] = "spinc"
+    op: Literal["spinc"] = "spinc"
+
+    def apply(self, table, ctx):
+        sum(range(1 << 62))  # never back in Python to hear SIGXCPU: killed at the hard limit
+
 class Bulk(Operator):
     NAME: ClassVar[str] = "bulk"
     op: Literal["bulk"] = "bulk"
@@ -72,7 +79,8 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    entries = {name: f"sf_hostile_ops:{name.title()}" for name in ("spin", "bulk", "relink")}
+    names = {"spin": "Spin", "spinc": "SpinInC", "bulk": "Bulk", "relink": "Relink"}
+    entries = {name: f"sf_hostile_ops:{cls}" for name, cls in names.items()}
     install_plugin(tmp_path, monkeypatch, "sf_hostile_ops", PLUGIN, "safactory.operators", entries)
 
 
@@ -106,6 +114,8 @@ def test_a_plan_that_would_take_the_machine_ends_at_its_memory_limit(
 def test_cpu_time_and_output_size_are_limited(db: Path, tmp_path: Path, plugin: None) -> None:
     with pytest.raises(PlanError, match=r"CPU time limit of 2 s; raise it with --cpu-limit"):
         run_sandboxed(_plan({"op": "spin"}), db, tmp_path / "a", job=JOB, limits=Limits(cpu_s=2))
+    with pytest.raises(PlanError, match=r"CPU time limit of 2 s; raise it with --cpu-limit"):
+        run_sandboxed(_plan({"op": "spinc"}), db, tmp_path / "c", job=JOB, limits=Limits(cpu_s=2))
     with pytest.raises(PlanError, match=r"output limit of 1 MiB; raise it with --output-limit"):
         run_sandboxed(
             _plan({"op": "bulk"}), db, tmp_path / "b", job=JOB, limits=Limits(output_mb=1)

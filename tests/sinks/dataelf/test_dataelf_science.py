@@ -130,3 +130,23 @@ def test_a_missing_file_is_named_and_a_reader_only_starts_a_plan(
         Plan.model_validate(
             {"steps": [{"op": "select", "table": "steps"}, {"op": "read_eeg", "path": "x.edf"}]}
         )
+
+
+def test_a_file_not_in_its_format_gets_a_sentence_and_a_symlinked_out_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "db").mkdir()
+    Path("notes.fq").write_text("these are notes, not reads\n")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"steps": [{"op": "read_sequences", "path": "notes.fq"}]}))
+    args = ["data", "ask", "--plan", str(plan), "--db", "db", "--yes"]
+    said = runner.invoke(app, [*args, "--out", "run"]).output
+    assert "notes.fq could not be read as FASTQ: a FASTQ file holds records of four" in said
+    Path("elsewhere").mkdir()
+    Path("link").symlink_to("elsewhere")
+    refused = runner.invoke(app, [*args, "--out", "link"])
+    assert refused.exit_code == 2 and "--out link is a symbolic link (to elsewhere)" in (
+        refused.output
+    )
+    assert list(Path("elsewhere").iterdir()) == []
