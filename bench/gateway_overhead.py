@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import socket
 import statistics
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -220,21 +222,17 @@ def _through(
     }
 
 
-def run(settings: Settings, conversations: int) -> dict[str, float]:
-    """Start the upstream and the gateway, measure, stop them."""
+@contextlib.contextmanager
+def gateway_on_upstream(settings: Settings) -> Iterator[tuple[str, str, subprocess.Popen]]:
+    """The scripted upstream and ``safactory gateway`` on it, each its own process, on
+    topics of their own: yields the upstream's ``/v1`` URL, the gateway's and its process."""
     import os
     import uuid
 
     work = Path(tempfile.mkdtemp(prefix="sf-gw-bench-"))
     port_file = work / "upstream.port"
     upstream = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "safactory.bench.gateway_overhead",
-            "--serve-upstream",
-            str(port_file),
-        ]
+        [sys.executable, "-m", "safactory.bench.gateway_overhead", "--serve-upstream", port_file]
     )
     log = work / "gateway.log"
     env = {
@@ -246,31 +244,26 @@ def run(settings: Settings, conversations: int) -> dict[str, float]:
     try:
         port = _wait_for(port_file, "", upstream).strip()
         direct = f"http://127.0.0.1:{port}/v1"
+        command = [sys.executable, "-m", "safactory.cli.main", "gateway", "--upstream", direct]
         with log.open("w") as out:
             gateway = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "safactory.cli.main",
-                    "gateway",
-                    "--upstream",
-                    direct,
-                    "--port",
-                    "0",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
+                [*command, "--port", "0"], stdout=out, stderr=subprocess.STDOUT, env=env
             )
         text = _wait_for(log, "gateway on http://", gateway)
         base = text.split("gateway on ", 1)[1].split()[0]
         time.sleep(1.0)  # the lifespan connects to the broker after the socket listens
-        return asyncio.run(measure(direct, base, conversations))
+        yield direct, base, gateway
     finally:
         for process in (gateway, upstream):
             if process is not None:
                 process.terminate()
                 process.wait(timeout=20)
+
+
+def run(settings: Settings, conversations: int) -> dict[str, float]:
+    """Start the upstream and the gateway, measure, stop them."""
+    with gateway_on_upstream(settings) as (direct, base, _):
+        return asyncio.run(measure(direct, base, conversations))
 
 
 def main() -> None:

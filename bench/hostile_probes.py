@@ -17,21 +17,17 @@ the broker at ``SF_KAFKA_BOOTSTRAP`` (one started under ``SF_HOME`` if none answ
 from __future__ import annotations
 
 import asyncio
-import os
 import resource
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
-from pathlib import Path
 
 import httpx
 import psutil
 
-from safactory.bench.gateway_overhead import _wait_for
+from safactory.bench.gateway_overhead import gateway_on_upstream
 from safactory.infra.config import Settings
 
 SHAPES = {
@@ -117,48 +113,13 @@ def audit_dev_zero() -> dict[str, float | str]:
 
 
 def run(settings: Settings) -> None:
-    work = Path(tempfile.mkdtemp(prefix="sf-hostile-"))
-    port_file = work / "upstream.port"
-    upstream = subprocess.Popen(
-        [sys.executable, "-m", "safactory.bench.gateway_overhead", "--serve-upstream", port_file]
-    )
-    env = {
-        **os.environ,
-        "SF_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-        "SF_TOPIC_PREFIX": f"bench{uuid.uuid4().hex[:8]}.",
-    }
-    log, gateway = work / "gateway.log", None
-    try:
-        port = _wait_for(port_file, "", upstream).strip()
-        with log.open("w") as out:
-            gateway = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "safactory.cli.main",
-                    "gateway",
-                    "--port",
-                    "0",
-                    "--upstream",
-                    f"http://127.0.0.1:{port}/v1",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        text = _wait_for(log, "gateway on http://", gateway)
-        base = text.split("gateway on ", 1)[1].split()[0].removesuffix("/v1")
-        time.sleep(1.0)  # the lifespan connects to the broker after the socket listens
+    with gateway_on_upstream(settings) as (_, v1, gateway):
+        base = v1.removesuffix("/v1")
         for name, value in asyncio.run(bodies(base)).items():
             print(f"{name:45s} {value:10.1f}")
         for name, value in empty_messages(base, psutil.Process(gateway.pid)).items():
             print(f"40 x 30,000 empty messages: {name:22s} {value:8.0f}")
         print(f"{'a head trickled a byte every 0.5 s: closed after, s':45s} {trickle(base):10.1f}")
-    finally:
-        for process in (gateway, upstream):
-            if process is not None:
-                process.terminate()
-                process.wait(timeout=20)
     zero = audit_dev_zero()
     print(f"safactory audit /dev/zero: {zero['seconds']:.2f} s, peak {zero['peak MiB']:.0f} MiB")
     print(f"  said: {zero['said']}")
