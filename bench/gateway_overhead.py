@@ -274,19 +274,11 @@ def main() -> None:
     if args.serve_upstream:
         serve_upstream(args.serve_upstream)
         return
-    from safactory.bench.quick import _reachable
-    from safactory.infra.local import local_broker
+    from safactory.bench.quick import a_broker
 
     settings = Settings()
-    broker = None
-    if not _reachable(settings.kafka_bootstrap):
-        broker = local_broker(settings)
-        broker.up()
-    try:
+    with a_broker(settings):
         result = run(settings, args.conversations)
-    finally:
-        if broker is not None:
-            broker.down()
     print(
         f"{result['calls']} calls per API through the gateway, as many direct "
         "(upstream answers at once)"

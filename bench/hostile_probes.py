@@ -126,19 +126,11 @@ def run(settings: Settings) -> None:
 
 
 def main() -> None:
-    from safactory.bench.quick import _reachable
-    from safactory.infra.local import local_broker
+    from safactory.bench.quick import a_broker
 
     settings = Settings()
-    broker = None
-    if not _reachable(settings.kafka_bootstrap):
-        broker = local_broker(settings)
-        broker.up()
-    try:
+    with a_broker(settings):
         run(settings)
-    finally:
-        if broker is not None:
-            broker.down()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
     print(f"this process's peak RSS: {peak} MiB")
 

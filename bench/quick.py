@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -39,7 +40,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -276,6 +277,22 @@ def _reachable(bootstrap: str) -> bool:
         return False
 
 
+@contextlib.contextmanager
+def a_broker(settings: Settings) -> Iterator[None]:
+    """The broker at ``settings``, or, if none answers there, a local one for the block."""
+    if _reachable(settings.kafka_bootstrap):
+        yield
+        return
+    from safactory.infra.local import local_broker
+
+    broker = local_broker(settings)
+    broker.up()
+    try:
+        yield
+    finally:
+        broker.down()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", action="store_true", help="write the figures as the baseline")
@@ -284,23 +301,14 @@ def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     settings = Settings()
-    broker = None
-    if not _reachable(settings.kafka_bootstrap):
-        from safactory.infra.local import local_broker
-
-        broker = local_broker(settings)
-        broker.up()
     started = time.perf_counter()
     stalled = io_stalled_us()
     speed = [machine_ms()]
-    try:
+    with a_broker(settings):
         values, took = measure(settings)
         if args.record:  # a baseline is the median of three runs: one short run moves
             more = [measure(settings)[0] for _ in range(RECORD_RUNS - 1)]
             values = {k: statistics.median([v, *(m[k] for m in more)]) for k, v in values.items()}
-    finally:
-        if broker is not None:
-            broker.down()
     speed.append(machine_ms())
     from safactory.infra.compute import cpu_class
     from safactory.infra.doctor import summary
