@@ -35,7 +35,7 @@ STORE_BYTES = 64 << 20
 
 class ResponseStore:
     """The transcripts of answered responses, by response id, each with the caller that
-    made it, least recently used first out once their text passes ``max_bytes``. A chain
+    made it, least recently used first out once their memory passes ``max_bytes``. A chain
     continues only for its own caller: another key asking for the id is told it is not
     here, as if it never was."""
 

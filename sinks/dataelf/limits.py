@@ -24,7 +24,7 @@ class Limits:
     def why(self, returncode: int, said: str) -> str | None:
         """The limit a job that ended so ran into, as one line (None: none of them)."""
         killed = {abs(returncode), returncode - 128}
-        if signal.SIGXCPU in killed or "CPU time limit" in said:
+        if signal.SIGXCPU in killed:  # the job's own action at its CPU limit
             return f"it used its CPU time limit of {self.cpu_s} s; raise it with --cpu-limit"
         if any(sign in said for sign in _OUT_OF_MEMORY) or signal.SIGKILL in killed:
             return (
