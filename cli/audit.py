@@ -18,7 +18,7 @@ from ..streams.audit.engine import configured_engine
 from ..tools.batch import BatchAudit, stop_on_interrupt
 from ..tools.importers import FORMATS, ImportFormatError, iter_entries, iter_steps, readable_records
 from .errors import console, err, fail, failing, get_settings
-from .options import CheckersOption, JudgeTimeoutOption
+from .options import CheckersOption, DbOption, JudgeTimeoutOption, lance_location
 
 FormatOption = Annotated[
     str,
@@ -57,6 +57,11 @@ def audit(
         bool, typer.Option("--list-checkers", help="list checkers and exit")
     ] = False,
     strict: StrictOption = False,
+    labels: Annotated[
+        bool,
+        typer.Option("--labels/--no-labels", help="use and keep labels in --db (docs/AUDIT.md)"),
+    ] = True,
+    db: DbOption = None,
     explain: Annotated[
         bool,
         typer.Option(
@@ -96,6 +101,11 @@ def audit(
         out.parent.mkdir(parents=True, exist_ok=True)
     sink = out.open("w", encoding="utf-8") if out else sys.stdout
     batch = BatchAudit(engine, explain=explain, strict=strict)
+    if labels:
+        from ..streams.audit.casebook import Casebook
+        from ..tools.batch import LabelledAudit
+
+        batch.labels = LabelledAudit(Casebook(lance_location(db)), str(path))
     try:
         with (
             failing(ImportFormatError),  # --strict: the first record that cannot be read
@@ -122,6 +132,8 @@ def audit(
                     )
                     raise typer.Exit(130)
     finally:
+        if batch.labels is not None:
+            batch.labels.flush()
         if out:
             sink.close()
     if message := batch.nothing_read():
@@ -129,15 +141,8 @@ def audit(
     _say_skipped([], batch.skipped, batch.audited + batch.skipped)
     if out:
         err.print(f"wrote {batch.audited + batch.skipped} lines to {out}")
-    by_group = batch.tally.metrics()
-    if by_group:
-        table = Table(title="trajectory level (percent; FPR = flagged among safe)")
-        for column in ("group", "n", "P", "R", "F1", "Acc", "FPR"):
-            table.add_column(column, justify="left" if column == "group" else "right")
-        for name, m in by_group.items():
-            figures = (m.precision, m.recall, m.f1, m.accuracy, m.false_positive_rate)
-            table.add_row(name, str(m.n), *(f"{x:.1f}" for x in figures))
-        err.print(table)
+    if batch.tally.groups:
+        err.print(batch.tally.table())
 
 
 def import_traces(

@@ -19,6 +19,8 @@ from .dataelf import app as dataelf_app
 from .demo import demo
 from .errors import console, fail, failing, get_settings
 from .gateway import gateway
+from .label import app as label_app
+from .label import review
 from .model_server import model_server
 from .monitor import monitor
 from .replay import app as replay_app
@@ -48,6 +50,8 @@ worker_app.command("train")(train)  # the trainer started as every worker is
 app.add_typer(dataelf_app, name="data")
 app.command("audit")(_audit.audit)
 app.command("import")(_audit.import_traces)
+app.add_typer(label_app, name="label")
+app.command("review")(review)
 app.command("query")(_data.query)
 app.command("export")(_data.export)
 app.command("monitor")(monitor)

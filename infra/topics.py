@@ -90,6 +90,9 @@ CATALOGUE: tuple[TopicSpec, ...] = (
         "control", "episode id", "halt / pause / guard decisions to agents", retention_ms=1 * DAY_MS
     ),
     TopicSpec(
+        "labels", "episode id", "people's safe / unsafe labels of episodes", retention_ms=FOREVER
+    ),
+    TopicSpec(
         "dlq",
         "original key",
         "records that failed to decode or validate",

@@ -359,6 +359,35 @@ class Verdict(EpisodeEvent):
     )
 
 
+
+class Label(Event):
+    """A person's judgement of an episode (``step_index`` None) or one of its steps: safe or
+    unsafe, with why. The auditor's memory of labelled cases (``streams/audit/memory.py``)
+    learns from these; a later label of the same episode and step replaces an earlier one."""
+
+    SCHEMA_NAME: ClassVar[str] = "label"
+    TOPIC: ClassVar[str] = "labels"
+
+    episode_id: str = Field(
+        min_length=1, max_length=128, description="the episode, or the audited trace's id"
+    )
+    step_index: NonNegativeInt | None = None
+    unsafe: bool
+    risk_type: str = Field(default="", max_length=64)
+    reason: str = Field(default="", max_length=2000)
+    labeller: str = Field(min_length=1, max_length=128, description="who said so")
+    answers: str | None = Field(
+        default=None, max_length=128, description="the verdict this label answers, if any"
+    )
+    origin: str = Field(
+        default="review",
+        max_length=256,
+        description="review (the queue), monitor (the web monitor), or import:<file>",
+    )
+
+    def key(self) -> str:
+        return self.episode_id
+
 class Alert(Verdict):
     """A verdict at or above alert severity, republished for live monitoring."""
 
@@ -533,4 +562,5 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     Skill,
     PolicyVersion,
     Control,
+    Label,
 )

@@ -16,6 +16,7 @@ from ..schemas import (
     EpisodeEnded,
     EpisodeStarted,
     Event,
+    Label,
     Score,
     Skill,
     Step,
@@ -77,6 +78,13 @@ EXTRA: dict[str, list[pa.Field]] = {
         pa.field("num_steps", pa.int32()),
     ],
     "scores": [pa.field("scorer", pa.string()), pa.field("composite", pa.float64())],
+    "labels": [
+        pa.field("step_index", pa.int32()),
+        pa.field("unsafe", pa.bool_()),
+        pa.field("risk_type", pa.string()),
+        pa.field("labeller", pa.string()),
+        pa.field("answers", pa.string()),
+    ],
     "skills": [
         pa.field("skill_id", pa.string()),
         pa.field("title", pa.string()),
@@ -192,6 +200,17 @@ def _score_columns(ds: list[Delivery]) -> Columns:
     }
 
 
+def _label_columns(ds: list[Delivery]) -> Columns:
+    ls: list[Label] = [d.event for d in ds]  # type: ignore[misc]
+    return _common(ds) | {
+        "step_index": [x.step_index for x in ls],
+        "unsafe": [x.unsafe for x in ls],
+        "risk_type": [x.risk_type for x in ls],
+        "labeller": [x.labeller for x in ls],
+        "answers": [x.answers for x in ls],
+    }
+
+
 def _skill_columns(ds: list[Delivery]) -> Columns:
     ss: list[Skill] = [d.event for d in ds]  # type: ignore[misc]
     return _common(ds) | {
@@ -209,6 +228,7 @@ TABLE_OF: dict[type[Event], str] = {
     Trajectory: "trajectories",
     Score: "scores",
     Skill: "skills",
+    Label: "labels",
 }
 """Which table each event type goes to."""
 
@@ -219,10 +239,11 @@ COLUMNS: dict[str, ColumnMaker] = {
     "trajectories": _trajectory_columns,
     "scores": _score_columns,
     "skills": _skill_columns,
+    "labels": _label_columns,
 }
 """How a table's deliveries become its columns."""
 
-TOPICS = ("steps", "episodes", "verdicts", "trajectories", "scores", "skills")
+TOPICS = ("steps", "episodes", "verdicts", "trajectories", "scores", "skills", "labels")
 """Catalogue topics the sink consumes."""
 
 SCALAR_INDEXES: dict[str, list[tuple[str, str]]] = {

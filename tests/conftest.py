@@ -36,6 +36,14 @@ if TYPE_CHECKING:  # lancedb loads only in the tests that use it
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def _own_lance_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's default LanceDB folder is its own (``safactory audit`` keeps its cases
+    there; the default ``./lancedb`` would be the checkout's)."""
+    if "SF_LANCE_URI" not in os.environ:
+        monkeypatch.setenv("SF_LANCE_URI", str(tmp_path / "lancedb"))
+
+
 def _reachable(bootstrap: str) -> bool:
     host, _, port = bootstrap.split(",")[0].rpartition(":")
     try:

@@ -8,11 +8,17 @@ import signal
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from rich.table import Table
+
+from ..schemas import Decision
+from ..streams.audit.casebook import AuditedCase, Casebook
 from ..streams.audit.engine import FIRED, AuditEngine, StepAudit, TrajectoryResult
 from ..streams.audit.explain import Explanation, explain
+from ..streams.audit.memory import QUIET_PRIOR, case_vector, combine
+from ..streams.audit.text import trajectory_text
 from .importers import AuditRecord, ImportFormatError, SkippedRecord
 
 
@@ -132,6 +138,16 @@ class LabelTally:
             labels.append(record.unsafe)
             predictions.append(result.unsafe)
 
+    def table(self) -> Table:
+        """The metrics per group as a table (percent; FPR = flagged among safe)."""
+        table = Table(title="trajectory level (percent; FPR = flagged among safe)")
+        for column in ("group", "n", "P", "R", "F1", "Acc", "FPR"):
+            table.add_column(column, justify="left" if column == "group" else "right")
+        for name, m in self.metrics().items():
+            figures = (m.precision, m.recall, m.f1, m.accuracy, m.false_positive_rate)
+            table.add_row(name, str(m.n), *(f"{x:.1f}" for x in figures))
+        return table
+
     def metrics(self) -> dict[str, Metrics]:
         """The metrics per group, groups first, attack kinds next, ``all`` last."""
         groups = self.groups
@@ -151,6 +167,61 @@ def skipped_line(entry: SkippedRecord) -> dict[str, object]:
         "first_unsafe_step": None,
         "error": entry.reason,
     }
+
+
+class LabelledAudit:
+    """People's labels in a batch audit: each record is judged by the label memory of the
+    casebook beside the checkers (``streams/audit/memory.py``), and remembered there so a
+    later label of it can teach the next audit."""
+
+    BATCH = 64
+    """Audited cases are written this many at a time."""
+
+    def __init__(self, casebook: Casebook, origin: str) -> None:
+        from ..streams.audit.embedding import deep_embedder
+
+        self.casebook = casebook
+        self.origin = origin
+        self.memory = casebook.memory()
+        self.embedder = deep_embedder()
+        self._pending: list[AuditedCase] = []
+
+    def apply(
+        self, record: AuditRecord, result: TrajectoryResult, line: dict[str, Any]
+    ) -> TrajectoryResult:
+        """The result under the labels (``line`` gets ``labels`` and, where they changed
+        the decision, ``checkers_decision`` and ``by_labels``)."""
+        vector = case_vector(record.steps, self.embedder)
+        prior = result.probability if result.probability is not None else QUIET_PRIOR
+        text = f"{trajectory_text(record.steps)}\nthe checkers: {result.decision}"
+        self._pending.append(
+            AuditedCase(record.id, vector, prior, result.decision, text, record.unsafe, self.origin)
+        )
+        if len(self._pending) >= self.BATCH:
+            self.flush()
+        line["labels"] = self.memory.version
+        if not len(self.memory):
+            return result
+        recall = self.memory.recall(record.id, vector, prior)
+        decision = combine(result.decision, recall)
+        if decision == result.decision:
+            return result
+        line["checkers_decision"] = str(result.decision)
+        line["by_labels"] = recall.reason(self.memory.version)
+        line["decision"] = str(decision)
+        line["unsafe"] = decision == Decision.BLOCK
+        line["probability"] = round(recall.probability, 4)
+        return replace(
+            result,
+            decision=decision,
+            unsafe=decision == Decision.BLOCK,
+            probability=line["probability"],
+        )
+
+    def flush(self) -> None:
+        """Write the cases audited so far."""
+        self.casebook.remember(self._pending)
+        self._pending = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +246,8 @@ class BatchAudit:
     explain: bool = False
     strict: bool = False
     """Stop (ImportFormatError) at the first record that cannot be read."""
+    labels: LabelledAudit | None = None
+    """The casebook's labels, consulted and added to (None: the checkers alone)."""
     tally: LabelTally = field(default_factory=LabelTally)
     audited: int = 0
     skipped: int = 0
@@ -195,9 +268,11 @@ class BatchAudit:
                 continue
             said, self.unread = self.unread, []
             result, audits = audit_record(runner, self.engine, entry)
+            line = result.as_json()
+            if self.labels is not None:
+                result = self.labels.apply(entry, result, line)
             self.tally.add(entry, result)
             self.audited += 1
-            line = result.as_json()
             steps = explained(entry, audits) if self.explain else None
             if steps is not None:
                 line["steps"] = [e.as_json() for e in steps]

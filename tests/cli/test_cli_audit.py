@@ -47,6 +47,7 @@ def test_audit_writes_one_line_per_record_and_metrics(shared_data: Path, tmp_pat
             "score",
             "risk_types",
             "first_unsafe_step",
+            "labels",
         }
         assert row["decision"] in ("block", "warn", "uncertain", "allow")
         assert row["unsafe"] == (row["decision"] == "block")

@@ -106,4 +106,5 @@ def example_events() -> list[s.Event]:
             policy_name="tiny", policy_version=4, uri="file:///w/4.safetensors", sha256="0" * 64
         ),
         s.Control(episode_id="ep-1", command=s.ControlCommand.HALT, reason="secret exfiltration"),
+        s.Label(episode_id="ep-1", unsafe=True, risk_type="exfiltration", labeller="ana"),
     ]
