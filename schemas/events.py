@@ -359,7 +359,6 @@ class Verdict(EpisodeEvent):
     )
 
 
-
 class Label(Event):
     """A person's judgement of an episode (``step_index`` None) or one of its steps: safe or
     unsafe, with why. The auditor's memory of labelled cases (``streams/audit/memory.py``)
@@ -387,6 +386,7 @@ class Label(Event):
 
     def key(self) -> str:
         return self.episode_id
+
 
 class Alert(Verdict):
     """A verdict at or above alert severity, republished for live monitoring."""
