@@ -150,9 +150,14 @@ def random_curve(prior: Sequence[Episode], vectors: np.ndarray) -> list[dict[str
             [measure(prior, vectors, order[:s]) for s in STAGES if len(prior) - s >= MIN_LEFT]
         )
     return [
-        {key: float(np.nanmean([run[i][key] for run in runs])) for key in runs[0][i]}
+        {key: _mean([run[i][key] for run in runs]) for key in runs[0][i]}
         for i in range(len(runs[0]))
     ]
+
+
+def _mean(values: list[float]) -> float:
+    kept = [v for v in values if v == v]
+    return float(np.mean(kept)) if kept else float("nan")
 
 
 def verdict(curve: Sequence[dict[str, float]]) -> str:
@@ -205,6 +210,28 @@ def plot(results: dict[str, dict[str, list[dict[str, float]]]], path: Path) -> N
     fig.savefig(path)
 
 
+def cached_vectors(source: str, rows: Sequence, embedder: object) -> np.ndarray:
+    """Every record's case vector (cached under ``$SF_HOME/bench`` by the records' ids and
+    the memory's code)."""
+    import hashlib
+    import inspect
+    import os
+
+    from safactory.streams.audit import memory
+
+    digest = hashlib.sha256(inspect.getsource(memory.case_texts).encode())
+    digest.update(inspect.getsource(memory.case_vector).encode())
+    digest.update("\n".join(str(r.id) for r in rows).encode())
+    home = Path(os.environ.get("SF_HOME", Path.home() / ".cache" / "safactory"))
+    path = home / "bench" / f"cases-{source}-{digest.hexdigest()[:12]}.npy"
+    if path.is_file():
+        return np.load(path)
+    vectors = np.stack([case_vector(r.steps, embedder) for r in rows])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -233,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     for source in wanted:
         prior = judged_episodes(judged, source)
-        vectors = np.stack([case_vector(r.steps, embedder) for r in records[source]])
+        vectors = cached_vectors(source, records[source], embedder)
         results[source] = {
             "queue": queue_curve(prior, vectors),
             "random": random_curve(prior, vectors),

@@ -179,8 +179,15 @@ def read_own(path: Path) -> list[AuditRecord]:
     return records
 
 
-DECISION_ONLY = ("calibration.py", "engine.py", "explain.py")
-"""Modules that turn findings into decisions: they do not change what fired."""
+DECISION_ONLY = (
+    "calibration.py",
+    "engine.py",
+    "explain.py",
+    "memory.py",
+    "casebook.py",
+    "review.py",
+)
+"""Modules that turn findings into decisions (or keep labels): they do not change what fired."""
 
 
 def code_version(fingerprint: str = "") -> str:
