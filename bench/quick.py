@@ -172,6 +172,8 @@ def batch_audit(settings: Settings) -> dict[str, float]:
                 "rjudge",
                 "--out",
                 str(Path(tmp) / "v.jsonl"),
+                "--db",
+                str(Path(tmp) / "db"),
             ],
             check=True,
             capture_output=True,

@@ -9,17 +9,19 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from ..schemas import Decision
-from ..streams.audit.casebook import AuditedCase, Casebook
 from ..streams.audit.engine import FIRED, AuditEngine, StepAudit, TrajectoryResult
 from ..streams.audit.explain import Explanation, explain
 from ..streams.audit.memory import QUIET_PRIOR, case_vector, combine
 from ..streams.audit.text import trajectory_text
 from .importers import AuditRecord, ImportFormatError, SkippedRecord
+
+if TYPE_CHECKING:  # lancedb loads only when labels are used
+    from ..streams.audit.casebook import AuditedCase, Casebook
 
 
 def audit_record(
@@ -191,6 +193,8 @@ class LabelledAudit:
     ) -> TrajectoryResult:
         """The result under the labels (``line`` gets ``labels`` and, where they changed
         the decision, ``checkers_decision`` and ``by_labels``)."""
+        from ..streams.audit.casebook import AuditedCase
+
         vector = case_vector(record.steps, self.embedder)
         prior = result.probability if result.probability is not None else QUIET_PRIOR
         text = f"{trajectory_text(record.steps)}\nthe checkers: {result.decision}"
