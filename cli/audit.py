@@ -102,8 +102,8 @@ def audit(
     sink = out.open("w", encoding="utf-8") if out else sys.stdout
     batch = BatchAudit(engine, explain=explain, strict=strict)
     if labels:
-        from ..streams.audit.casebook import Casebook
         from ..tools.batch import LabelledAudit
+        from ..tools.casebook import Casebook
 
         batch.labels = LabelledAudit(Casebook(lance_location(db)), str(path))
     try:

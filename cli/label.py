@@ -13,14 +13,14 @@ from .errors import console, failing
 from .options import DbOption, lance_location
 
 if TYPE_CHECKING:
-    from ..streams.audit.casebook import Casebook
+    from ..tools.casebook import Casebook
 
 app = typer.Typer(help="Labels people give the auditor (docs/AUDIT.md).", no_args_is_help=True)
 ByOption = Annotated[str | None, typer.Option("--by", help="who labels (default: your login)")]
 
 
 def _casebook(db: str | None) -> Casebook:
-    from ..streams.audit.casebook import Casebook
+    from ..tools.casebook import Casebook
 
     return Casebook(lance_location(db))
 
@@ -32,7 +32,7 @@ def import_labels(
     by: ByOption = None,
 ) -> None:
     """Store labels from a file; the next `safactory audit` of the traces they name uses them."""
-    from ..streams.audit.review import LabelFileError, read_label_file, store
+    from ..tools.review import LabelFileError, read_label_file, store
 
     with failing(LabelFileError, OSError):
         labels = read_label_file(path, by or getpass.getuser())
@@ -47,7 +47,7 @@ def review(
 ) -> None:
     """Label the audited cases the auditor is least sure of, most informative first:
     u = unsafe, s = safe, Enter = skip, q = stop. Each answer is stored at once."""
-    from ..streams.audit.review import ask
+    from ..tools.review import ask
 
     def prompt(text: str) -> str:
         return typer.prompt(text, default="", show_default=False)

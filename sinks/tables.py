@@ -78,13 +78,6 @@ EXTRA: dict[str, list[pa.Field]] = {
         pa.field("num_steps", pa.int32()),
     ],
     "scores": [pa.field("scorer", pa.string()), pa.field("composite", pa.float64())],
-    "labels": [
-        pa.field("step_index", pa.int32()),
-        pa.field("unsafe", pa.bool_()),
-        pa.field("risk_type", pa.string()),
-        pa.field("labeller", pa.string()),
-        pa.field("answers", pa.string()),
-    ],
     "skills": [
         pa.field("skill_id", pa.string()),
         pa.field("title", pa.string()),
@@ -92,13 +85,24 @@ EXTRA: dict[str, list[pa.Field]] = {
     ],
 }
 
+LABEL_FIELDS: list[pa.Field] = [
+    pa.field("step_index", pa.int32()),
+    pa.field("unsafe", pa.bool_()),
+    pa.field("risk_type", pa.string()),
+    pa.field("labeller", pa.string()),
+    pa.field("answers", pa.string()),
+]
+"""The ``labels`` table's own columns (people's labels; not a table DataElf plans over)."""
+FIELDS: dict[str, list[pa.Field]] = {**EXTRA, "labels": LABEL_FIELDS}
+"""Every sink table's own columns."""
+
 EMBEDDED_TABLES = ("steps", "skills")
 """Tables with a ``text`` column that also get a ``vector`` column when embedding is on."""
 
 
 def table_schema(table: str, vector_dim: int | None = None) -> pa.Schema:
     """Arrow schema of ``table``; with ``vector_dim``, embedded tables get ``vector``."""
-    fields = COMMON + EXTRA[table]
+    fields = COMMON + FIELDS[table]
     if vector_dim and table in EMBEDDED_TABLES:
         fields = [*fields, pa.field("vector", pa.list_(pa.float32(), vector_dim))]
     return pa.schema(fields)
@@ -254,7 +258,7 @@ SCALAR_INDEXES: dict[str, list[tuple[str, str]]] = {
         ("produced_at", "BTREE"),
         ("env", "BITMAP"),
     ]
-    for name in EXTRA
+    for name in FIELDS
 }
 SCALAR_INDEXES["verdicts"] += [("risk_type", "BITMAP"), ("severity", "BITMAP")]
 SCALAR_INDEXES["steps"] += [("task_id", "BTREE")]

@@ -21,7 +21,7 @@ from ..streams.audit.text import trajectory_text
 from .importers import AuditRecord, ImportFormatError, SkippedRecord
 
 if TYPE_CHECKING:  # lancedb loads only when labels are used
-    from ..streams.audit.casebook import AuditedCase, Casebook
+    from .casebook import AuditedCase, Casebook
 
 
 def audit_record(
@@ -193,7 +193,7 @@ class LabelledAudit:
     ) -> TrajectoryResult:
         """The result under the labels (``line`` gets ``labels`` and, where they changed
         the decision, ``checkers_decision`` and ``by_labels``)."""
-        from ..streams.audit.casebook import AuditedCase
+        from .casebook import AuditedCase
 
         vector = case_vector(record.steps, self.embedder)
         prior = result.probability if result.probability is not None else QUIET_PRIOR

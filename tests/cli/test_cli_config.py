@@ -71,6 +71,7 @@ def test_topics_list_shows_the_catalogue(topics: Settings, monkeypatch: pytest.M
             "skills",
             "policy",
             "control",
+            "labels",
             "dlq",
         )
     }

@@ -184,10 +184,8 @@ DECISION_ONLY = (
     "engine.py",
     "explain.py",
     "memory.py",
-    "casebook.py",
-    "review.py",
 )
-"""Modules that turn findings into decisions (or keep labels): they do not change what fired."""
+"""Modules that turn findings into decisions: they do not change what fired."""
 
 
 def code_version(fingerprint: str = "") -> str:

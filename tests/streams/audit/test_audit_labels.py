@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 from safactory.cli.main import app
 from safactory.schemas import Decision
 from safactory.sinks.location import LanceLocation
-from safactory.streams.audit.casebook import AuditedCase, Casebook
 from safactory.streams.audit.memory import (
     LabelledCase,
     LabelMemory,
@@ -21,7 +20,8 @@ from safactory.streams.audit.memory import (
     combine,
     queue_order,
 )
-from safactory.streams.audit.review import LabelFileError, ask, label_of, read_label_file
+from safactory.tools.casebook import AuditedCase, Casebook
+from safactory.tools.review import LabelFileError, ask, label_of, read_label_file
 
 FAST = "harm.beyond_scope,harm.unrequested_action,harm.steered_action"
 

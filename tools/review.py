@@ -1,7 +1,7 @@
 """A person's side of the label loop: the review queue, and labels brought from elsewhere.
 
 :func:`queue` lists the audited cases a person should label next (labels that need a second
-look first, then the review queue's order, :func:`.memory.queue_order`); :func:`label_of`
+look first, then the review queue's order, ``memory.queue_order``); :func:`label_of`
 turns an answer into a :class:`~safactory.schemas.Label`; :func:`read_label_file` reads a
 JSONL of labels (``{"episode_id" | "id" | "trace_id", "step", "label", "risk_type",
 "reason", "labeller"}``), each bad line named with its field and fix.
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...schemas import Decision, Label
+from ..schemas import Decision, Label
+from ..streams.audit.memory import combine, queue_order
 from .casebook import AuditedCase, Casebook, settled
-from .memory import combine, queue_order
 
 ID_FIELDS = ("episode_id", "id", "trace_id")
 UNSAFE_WORDS = {"unsafe": True, "safe": False, "1": True, "0": False, "true": True, "false": False}

@@ -3,9 +3,9 @@
 ``labels`` holds :class:`~safactory.schemas.Label` events, the same rows the sink writes
 from ``sf.labels`` (written here directly when no broker is involved: ``safactory label
 import``, ``safactory review``); ``audited_cases`` holds each audited episode's meaning
-(:func:`.memory.case_vector`), the checkers' probability and decision, and its text for
+(``memory.case_vector``), the checkers' probability and decision, and its text for
 the review queue, one row per case id (a later audit replaces it). :meth:`Casebook.memory`
-joins the two into the :class:`~.memory.LabelMemory` the auditor consults, as the labels
+joins the two into the label memory the auditor consults, as the labels
 stood at any moment (``as_of``: a replay re-audits under the labels it had then).
 
 A label that contradicts the environment's own ground truth, or a verdict the checkers
@@ -23,12 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ...infra.consumer import Delivery
-from ...schemas import Decision, Label
-from ...sinks.lance import LanceSink, sql_quote
-from ...sinks.location import Db
-from ...sinks.tables import COLUMNS
-from .memory import LabelledCase, LabelMemory
+from ..infra.consumer import Delivery
+from ..schemas import Decision, Label
+from ..sinks.lance import LanceSink, sql_quote
+from ..sinks.location import Db
+from ..sinks.tables import COLUMNS
+from ..streams.audit.memory import LabelledCase, LabelMemory
 
 CASES = "audited_cases"
 LABELS = "labels"
