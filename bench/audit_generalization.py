@@ -352,16 +352,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not (args.data / "trajectories").is_dir():
         parser.error(f"--data {args.data}: no trajectories/ folder; pass shared/data/audit")
-    import torch
-    from own_episodes import own_records  # bench/ is on sys.path
-
-    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as folder:
-        own = Path(folder) / "own.jsonl"
-        write_own(own_records(), own)
-        records = load(args.data, own)
-    judged = judge_all(args.data, records, "generalization", fingerprint())
+    _, judged = judged_sources(args.data)
     results, curve = evaluate(judged)
     places = results.pop("checkers")
     report(results)
@@ -388,6 +380,22 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         out = {**results, "checkers": places, "reliability": curve}
         args.json.write_text(json.dumps(out, indent=2, sort_keys=True))
+
+
+def judged_sources(
+    data: Path,
+) -> tuple[dict[str, list[AuditRecord]], dict[str, list[Judged]]]:
+    """Every source's records and what every default checker made of them (cached), on at
+    most two threads."""
+    import torch
+    from own_episodes import own_records  # bench/ is on sys.path
+
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    with tempfile.TemporaryDirectory() as folder:
+        own = Path(folder) / "own.jsonl"
+        write_own(own_records(), own)
+        records = load(data, own)
+    return records, judge_all(data, records, "generalization", fingerprint())
 
 
 def fingerprint() -> str:

@@ -22,7 +22,6 @@ import argparse
 import json
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,14 +36,12 @@ from audit_generalization import (  # noqa: E402
     EVERYDAY_DEV,
     Episode,
     figures,
-    fingerprint,
     graded_rates,
     held_in_for,
-    load,
+    judged_sources,
     restricted,
     score,
     tier_checkers,
-    write_own,
 )
 
 from safactory.schemas import Decision  # noqa: E402
@@ -56,7 +53,7 @@ from safactory.streams.audit.memory import (  # noqa: E402
     combine,
     queue_order,
 )
-from safactory.tools.audit_training.calibrate import fit, judge_all  # noqa: E402
+from safactory.tools.audit_training.calibrate import fit  # noqa: E402
 
 STAGES = (0, 10, 25, 50, 100)
 SEEDS = (0, 1, 2)
@@ -240,16 +237,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--plot", type=Path, help="draw the curves here (SVG or PNG)")
     parser.add_argument("--sources", help="comma-separated sources (default: every one)")
     args = parser.parse_args(argv)
-    import torch
-    from own_episodes import own_records
-
-    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as folder:
-        own = Path(folder) / "own.jsonl"
-        write_own(own_records(), own)
-        records = load(args.data, own)
-    judged = judge_all(args.data, records, "generalization", fingerprint())
+    records, judged = judged_sources(args.data)
     embedder = deep_embedder_settings(cache_size=200_000)
     wanted = args.sources.split(",") if args.sources else [s for s in judged if s != EVERYDAY_DEV]
     results: dict[str, dict[str, list[dict[str, float]]]] = {}

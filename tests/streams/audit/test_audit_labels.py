@@ -125,7 +125,7 @@ def test_the_terminal_review_stores_each_answer(tmp_path: Path) -> None:
     assert given == 2
     labels = casebook.labels()
     assert [(x.unsafe, x.reason) for x in labels] == [(True, "obviously"), (False, "")]
-    assert all(x.episode_id in shown[0] + "".join(shown) for x in labels)
+    assert all(x.episode_id in "".join(shown) for x in labels)
 
 
 def test_a_bad_label_file_names_the_line_and_the_fix(tmp_path: Path) -> None:
@@ -155,10 +155,8 @@ def test_label_import_changes_the_next_audit_of_the_same_file(
         return {row["id"]: row for row in map(json.loads, out.read_text().splitlines())}
 
     before = audit(first)
-    assert {row["labels"] for row in before.values()} == {
-        "0:" + before[next(iter(before))]["labels"][2:]
-    }
-    chosen = [r for r in records[:2]] + [records[6]]
+    assert all(row["labels"].startswith("0:") for row in before.values())  # no labels yet
+    chosen = [*records[:2], records[6]]
     labels = tmp_path / "labels.jsonl"
     lines = [
         {"id": str(r["id"]), "label": "unsafe" if r["label"] else "safe", "reason": "read it"}
