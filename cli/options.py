@@ -45,6 +45,7 @@ DecodeOpt = Annotated[
 DeviceOpt = Annotated[
     str, typer.Option(help="hf: where the model runs: cpu, cuda or npu (needs torch-npu)")
 ]
+LanesOpt = Annotated[int, typer.Option(min=1, help="hf on a CPU: menus scored at once")]
 ConcurrencyOpt = Annotated[int, typer.Option(min=1, help="episodes run at once")]
 GroupOpt = Annotated[
     str,

@@ -113,6 +113,7 @@ def run(
     temperature: opt.TemperatureOpt = 1.0,
     decode: opt.DecodeOpt = "auto",
     device: opt.DeviceOpt = "cpu",
+    lanes: opt.LanesOpt = 1,
     kind: Annotated[
         list[str] | None,
         typer.Option(help="task kinds to run: capability and/or safety (repeatable; default both)"),

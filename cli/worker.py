@@ -76,9 +76,7 @@ def audit(
 
 
 @app.command("control")
-def control(
-    log_level: LogLevelOption = "warning",
-) -> None:
+def control(log_level: LogLevelOption = "warning") -> None:
     """Turn verdicts into halt / pause decisions on sf.control by the config's control rules.
 
     Rules come from the TOML config's control table (rules = [{command = "halt",
@@ -274,6 +272,7 @@ def simulate(
     temperature: opt.TemperatureOpt = 1.0,
     decode: opt.DecodeOpt = "auto",
     device: opt.DeviceOpt = "cpu",
+    lanes: opt.LanesOpt = 1,
     warm: Annotated[
         list[str] | None,
         typer.Option(

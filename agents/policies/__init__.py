@@ -49,6 +49,7 @@ class PolicyConfig(BaseModel):
         "them, else generate) or free (always generate)",
     )
     device: str = Field(default="cpu", description="hf: torch device, cpu | cuda | npu")
+    lanes: int = Field(default=1, ge=1, description="hf on a CPU: menus scored at once")
 
     @field_validator("kind")
     @classmethod
@@ -96,6 +97,7 @@ POLICY_OPTIONS = (
     "temperature",
     "decode",
     "device",
+    "lanes",
 )
 """The policy options a command takes besides ``--policy`` and ``--policy-version``, named
 as the PolicyConfig fields."""
@@ -168,6 +170,7 @@ def _hf(config: PolicyConfig) -> Policy:
         temperature=config.temperature,
         decode=config.decode,
         device=config.device,
+        lanes=config.lanes,
     )
 
 

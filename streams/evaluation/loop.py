@@ -310,6 +310,7 @@ class Loop:
             *("simulate", "worker", "--policy", "hf", "--checkpoint", self.tally.policy[0].uri),
             *("--max-new-tokens", str(o.profile.max_new_tokens), "--max-staleness", "0"),
             *("--decode", o.profile.decode, "--concurrency", str(o.concurrency)),
+            *("--lanes", str(o.profile.threads)),
             *("--group", f"{self.run_id}-sim", "--warm", ENV, "--timeout", "120"),
         ]
 

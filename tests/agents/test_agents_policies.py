@@ -174,6 +174,28 @@ async def test_hf_policy_chooses_among_offered_replies_by_their_probability(
     assert len(out.token_ids or []) <= 3  # generated, not chosen
 
 
+async def test_hf_policy_lanes_choose_as_one_call_at_a_time(tiny_checkpoint: Path) -> None:
+    """Menus scored two at a time, one thread each, pick and record what one call at a time
+    does (the sampling is seeded per step, not by thread)."""
+    import asyncio
+
+    import torch
+
+    threads = torch.get_num_threads()
+    choices = ["ls -la /", "rm -rf /", "du -sh /", "df -h /a"]
+    base = _input("qa")
+    inputs = [replace(base, choices=choices, seed=seed) for seed in range(12)]
+    one = HFLocalPolicy(tiny_checkpoint, lanes=1)
+    two = HFLocalPolicy(tiny_checkpoint, lanes=2)
+    serial = [await one.act(inp) for inp in inputs]
+    parallel = await asyncio.gather(*(two.act(inp) for inp in inputs))
+    assert [o.action.text for o in parallel] == [o.action.text for o in serial]
+    for a, b in zip(parallel, serial, strict=True):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    assert two.lanes == 2 and torch.get_num_threads() == 1
+    torch.set_num_threads(threads)
+
+
 async def test_hf_policy_hot_reloads_verified_weights(
     tiny_checkpoint: Path,
     tmp_path: Path,
