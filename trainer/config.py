@@ -145,6 +145,12 @@ class TrainerConfig(BaseModel):
         "moves the ratio to the proximal policy, so clipping bites (PPO-style)",
     )
     lr: float = Field(default=1e-3, gt=0)
+    frozen_layers: int = Field(
+        default=0,
+        ge=0,
+        description="lower transformer blocks (and the embeddings, tied to the output head) "
+        "kept as loaded: their backward pass and optimizer state are skipped",
+    )
     weight_decay: float = Field(default=0.0, ge=0)
     grad_clip: float = Field(default=1.0, gt=0)
     clip_low: float = Field(default=0.2, gt=0, description="ratio clip 1 − ε_low")

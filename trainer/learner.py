@@ -66,8 +66,11 @@ class Learner:
         self.placement = placement
         self.teacher = teacher
         self.transformer = TrajectoryTransformer(tokenizer, config.seq_len)
+        freeze_lower(self.model, config.frozen_layers)
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+            [p for p in self.model.parameters() if p.requires_grad],
+            lr=config.lr,
+            weight_decay=config.weight_decay,
         )
 
     def update(self, trajectories: list[Trajectory]) -> UpdateMetrics:
@@ -197,6 +200,19 @@ class Learner:
                 )
             out.append(logp)
         return out
+
+
+def freeze_lower(model: PreTrainedModel, layers: int) -> None:
+    """Keep the embeddings and the lower ``layers`` blocks as loaded (none when 0): no
+    gradient flows below the first trained block, so their backward pass is skipped."""
+    if layers == 0:
+        return
+    blocks = model.get_decoder().layers
+    if layers >= len(blocks):
+        raise ValueError(f"frozen_layers={layers}: the model has {len(blocks)} blocks; train one")
+    model.get_input_embeddings().requires_grad_(False)
+    for block in blocks[:layers]:
+        block.requires_grad_(False)
 
 
 def _split(items: list[int], parts: int) -> list[list[int]]:

@@ -55,7 +55,7 @@ class Profile:
 PROFILES = {
     "smollm2-135m": Profile(
         model="smollm2-135m",
-        rounds=7,
+        rounds=5,
         episodes=24,
         lr=1e-4,
         max_new_tokens=16,
@@ -67,6 +67,7 @@ PROFILES = {
             "minibatches": 1,
             "keep_checkpoints": 1,
             "keep_versions": 2,
+            "frozen_layers": 8,
             "model": {"name": "smollm2-135m"},
         },
         threads=2,

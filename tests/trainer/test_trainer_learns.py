@@ -127,3 +127,37 @@ def test_the_safety_penalty_is_what_removes_the_unsafe_shortcut(tmp_path: Path) 
     assert _unsafe_rate_after_training(tmp_path, PENALTY) < _unsafe_rate_after_training(
         tmp_path, 0.0
     )
+
+
+def test_frozen_layers_stay_as_loaded_and_the_rest_learns(tmp_path: Path) -> None:
+    """``frozen_layers``: the embeddings and the lower blocks keep their weights (and hold no
+    optimizer state); the blocks above and the output norm move."""
+    cfg = _config(tmp_path, frozen_layers=1, model=ModelConfig(num_layers=2, seed=0))
+    tokenizer = toy_tokenizer()
+    model = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    learner = Learner(model, tokenizer, cfg, resolve_placement(cfg))
+    batch, _ = make_trajectories(
+        model,
+        tokenizer,
+        version=0,
+        groups=8,
+        group_size=8,
+        rng=random.Random(0),
+        generator=torch.Generator().manual_seed(0),
+        safety_penalty=PENALTY,
+    )
+    learner.update(batch)
+    after = model.state_dict()
+    moved = {k for k in before if not torch.equal(before[k], after[k])}
+    assert not any(k.startswith(("model.embed_tokens", "model.layers.0.")) for k in moved)
+    assert any(k.startswith("model.layers.1.") for k in moved)
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert sum(p.numel() for g in learner.optimizer.param_groups for p in g["params"]) == trained
+    with pytest.raises(ValueError, match="frozen_layers=2: the model has 2 blocks"):
+        Learner(
+            build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id),
+            tokenizer,
+            cfg.model_copy(update={"frozen_layers": 2}),
+            resolve_placement(cfg),
+        )
