@@ -38,12 +38,12 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 
 def web_app(settings: Settings, db: Db, **options: Any) -> FastAPI:
-    """The web page's app, its episode view read from ``db``: each step with the trust
-    model's three factors of its call (harm, who asked, outcome)."""
+    """The web page's app: its episode view (with the trust factors) and review queue."""
     from ..sinks import episode
     from ..sinks.query import QueryError
     from ..streams.audit.explain import stored_factors
     from ..streams.monitor.web import create_app
+    from ..tools import casebook, review
 
     def trace(episode_id: str) -> dict[str, Any]:
         try:
@@ -51,7 +51,8 @@ def web_app(settings: Settings, db: Db, **options: Any) -> FastAPI:
         except QueryError as exc:  # no database there: as missing as the episode
             raise episode.EpisodeNotFound(str(exc)) from None
 
-    return create_app(settings, episode=trace, **options)
+    desk = review.Desk(lambda: casebook.Casebook(db))
+    return create_app(settings, episode=trace, review=desk, **options)
 
 
 def serve(

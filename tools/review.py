@@ -4,7 +4,8 @@
 look first, then the review queue's order, ``memory.queue_order``); :func:`label_of`
 turns an answer into a :class:`~safactory.schemas.Label`; :func:`read_label_file` reads a
 JSONL of labels (``{"episode_id" | "id" | "trace_id", "step", "label", "risk_type",
-"reason", "labeller"}``), each bad line named with its field and fix.
+"reason", "labeller"}``), each bad line named with its field and fix; :class:`Desk` serves
+the queue and takes answers for the web monitor (``safactory serve``, ``/review``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -193,3 +195,57 @@ SECOND_LOOK = (
     "kept for a second look (it disagrees with a confident verdict or the ground truth; a "
     "second person's label settles it)"
 )
+
+
+class Desk:
+    """The review queue as JSON for the web page: :meth:`queue` lists the cases to label,
+    :meth:`answer` stores one answer and says what the auditor now decides of that case.
+    The casebook is opened on first use (LanceDB loads only when the page is used)."""
+
+    def __init__(self, casebook: Callable[[], Casebook]) -> None:
+        self._open = casebook
+        self._casebook: Casebook | None = None
+
+    @property
+    def casebook(self) -> Casebook:
+        """The casebook, opened once."""
+        if self._casebook is None:
+            self._casebook = self._open()
+        return self._casebook
+
+    def queue(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The cases to label next (:func:`queue`), each with the text a person reads."""
+        return [
+            {
+                "id": item.case.case_id,
+                "why": item.why,
+                "decision": str(item.decision),
+                "p": round(item.probability, 3),
+                "text": item.case.text,
+            }
+            for item in queue(self.casebook, limit)
+        ]
+
+    def answer(self, body: dict[str, Any], who: str) -> tuple[Label, dict[str, Any]]:
+        """Store one answer (``{"id", "label": "unsafe" | "safe", "reason"}``); the label
+        event and what the auditor decides of the case now. ``ValueError`` names a bad
+        field and its fix."""
+        case_id = str(body.get("id") or "")
+        unsafe = UNSAFE_WORDS.get(str(body.get("label", "")).lower())
+        if unsafe is None:
+            raise ValueError(f'field \'label\' is {body.get("label")!r}; send "unsafe" or "safe"')
+        case = self.casebook.cases([case_id]).get(case_id)
+        if case is None:
+            raise ValueError(f"field 'id' is {case_id!r}: no audited case has it")
+        label = label_of(case_id, unsafe, who, reason=str(body.get("reason") or ""))
+        second_look = bool(self.casebook.add([label]))
+        memory = self.casebook.memory()
+        recall = memory.recall(case_id, case.vector, case.prior)
+        return label, {
+            "id": case_id,
+            "label": "unsafe" if unsafe else "safe",
+            "second_look": second_look,
+            "checkers": str(case.decision),
+            "decision": str(combine(case.decision, recall)),
+            "labels": memory.version,
+        }

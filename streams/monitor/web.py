@@ -7,7 +7,11 @@ Routes: ``/`` and ``/episodes/{id}`` (the page; it renders the live view or the 
 at most 4 a second, and one a second while rates decay), ``/api/view`` (the snapshot once),
 ``/api/episodes/{id}`` (the episode as JSON), ``POST /api/control`` (``{"episode_id": ...,
 "approve": true|false}``: a person's answer to a paused episode, published on ``sf.control``)
-and ``/metrics``. With a token every request
+``/metrics``, and with a review desk ``/review`` (the review queue's page), ``/api/review``
+(the cases to label next) and ``POST /api/labels`` (``{"id": ..., "label": "unsafe" |
+"safe", "reason": ...}``: stored, published on ``sf.labels``, answered with the case's
+decision now; refused unless the server has a token, so every label has a known sender).
+With a token every request
 must carry it, as ``Authorization: Bearer <token>`` or ``?token=<token>`` (the page passes
 its own ``?token=`` on to its requests, since EventSource cannot send headers).
 """
@@ -19,7 +23,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -28,12 +32,22 @@ from starlette.responses import StreamingResponse
 from ...infra.config import Settings
 from ...infra.http import HttpGuard, json_object, plain_error
 from ...infra.producer import EventProducer
+from ...schemas import Label
 from ..control import answer
 from .follow import Follower
 from .view import LiveView, Pace, to_json
 
 EpisodeReader = Callable[[str], dict[str, Any]]
 """An episode id → its trace as the page shows it; LookupError: no such episode to show."""
+
+
+class ReviewDesk(Protocol):
+    """The review queue behind ``/review`` (``tools.review.Desk``)."""
+
+    def queue(self) -> list[dict[str, Any]]: ...
+
+    def answer(self, body: dict[str, Any], who: str) -> tuple[Label, dict[str, Any]]: ...
+
 
 TICK_S = 0.05
 """How often an event stream looks for a change (a change waits at most this long)."""
@@ -43,9 +57,9 @@ IDLE_RESEND_S = 1.0
 """Longest an event stream goes without a snapshot (rates decay while nothing arrives)."""
 
 
-def page() -> str:
-    """The one static page."""
-    return resources.files(__package__).joinpath("index.html").read_text(encoding="utf-8")
+def page(name: str = "index.html") -> str:
+    """A static page of this package."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
 def create_app(
@@ -58,6 +72,7 @@ def create_app(
     follow: bool = True,
     bound: str = "127.0.0.1",
     allow_hosts: tuple[str, ...] = (),
+    review: ReviewDesk | None = None,
 ) -> FastAPI:
     """The app behind :class:`~...infra.http.HttpGuard`; ``follow=False`` serves without
     reading the topics (tests of the routes)."""
@@ -136,6 +151,37 @@ def create_app(
         decision = answer(paused[1], approve, "serve")
         await producer.publish(decision)
         return {"control": decision.model_dump(mode="json")}
+
+    @app.get("/review", response_class=HTMLResponse)
+    async def review_page() -> str:
+        return page("review.html")
+
+    @app.get("/api/review")
+    async def review_queue() -> Any:
+        if review is None:
+            return JSONResponse({"error": "no review desk: serve with --db"}, status_code=404)
+        return {"queue": await asyncio.to_thread(review.queue)}
+
+    @app.post("/api/labels")
+    async def labels(request: Request) -> Any:
+        if review is None or token is None:
+            return JSONResponse(
+                {
+                    "error": "labels need a token (serve --token or SF_SERVE_TOKEN), so each "
+                    "label has a known sender"
+                },
+                status_code=403,
+            )
+        body = await json_object(request, plain_error)
+        if not isinstance(body, dict):
+            return body
+        try:
+            label, said = await asyncio.to_thread(review.answer, body, "serve")
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        if follow:
+            await producer.publish(label)
+        return said
 
     @app.get("/api/episodes/{episode_id}")
     def episode_trace(episode_id: str) -> Any:
