@@ -58,8 +58,10 @@ IDLE_RESEND_S = 1.0
 
 
 def page(name: str = "index.html") -> str:
-    """A static page of this package."""
-    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    """A static page of this package, with the script both pages share (``shared.js``)."""
+    files = resources.files(__package__)
+    shared = files.joinpath("shared.js").read_text(encoding="utf-8")
+    return files.joinpath(name).read_text(encoding="utf-8").replace("/* shared.js */\n", shared)
 
 
 def create_app(
@@ -77,7 +79,7 @@ def create_app(
     """The app behind :class:`~...infra.http.HttpGuard`; ``follow=False`` serves without
     reading the topics (tests of the routes)."""
     view = LiveView(window_s)
-    html = page()
+    html, review_html = page(), page("review.html")
     producer = EventProducer(settings)
 
     @asynccontextmanager
@@ -154,7 +156,7 @@ def create_app(
 
     @app.get("/review", response_class=HTMLResponse)
     async def review_page() -> str:
-        return page("review.html")
+        return review_html
 
     @app.get("/api/review")
     async def review_queue() -> Any:
