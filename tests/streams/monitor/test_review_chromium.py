@@ -21,12 +21,17 @@ TOKEN = "review-browser-token-0123"
 FAST = "harm.beyond_scope,harm.unrequested_action,harm.steered_action"
 
 
-async def _audit(traces: Path, db: Path, out: Path) -> dict[str, dict]:
-    """`safactory audit` of the file (in a thread: the command runs its own event loop)."""
+def _audit_file(traces: Path, db: Path, out: Path) -> dict[str, dict]:
     args = ["audit", str(traces), "--db", str(db), "--out", str(out), "--checkers", FAST]
-    result = await asyncio.to_thread(CliRunner().invoke, app, args)
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     return {row["id"]: row for row in map(json.loads, out.read_text().splitlines())}
+
+
+async def _audit(traces: Path, db: Path, out: Path) -> dict[str, dict]:
+    """`safactory audit` of the file, its lines by id (in a thread: the command runs its
+    own event loop)."""
+    return await asyncio.to_thread(_audit_file, traces, db, out)
 
 
 async def test_a_label_given_in_the_browser_changes_the_verdict_and_the_replay(
