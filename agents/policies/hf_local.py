@@ -168,7 +168,7 @@ class HFLocalPolicy(Policy):
     async def act(self, inp: PolicyInput) -> PolicyOutput:
         names = [t.function["name"] for t in inp.tools]
         choose = self.decode == "auto" and bool(inp.choices)
-        model, version = self.model, self.version  # a reload swaps both between awaits
+        model, version = self.model, self.version  # read together: a reload sets both at once
         ids = self.prompt_ids(inp.messages, names)
         if choose:
             async with self._lanes:

@@ -1,4 +1,5 @@
-"""Headless Chromium driven over the DevTools protocol, for tests of the web pages."""
+"""Test helpers for the web pages: `safactory serve` as a subprocess, and headless
+Chromium driven over the DevTools protocol."""
 
 from __future__ import annotations
 
@@ -124,7 +125,7 @@ async def serve(settings: Settings, db: Path, out: Path, *extra: str) -> AsyncIt
         )
         try:
             assert proc.stdout is not None
-            line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+            line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
             assert line.startswith("serving http://"), (line, (out / "serve.stderr").read_text())
             yield line.split()[1]
         finally:

@@ -5,16 +5,12 @@ token is published on ``sf.control`` for the runner, and the pause leaves the pa
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
-import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
+from chromium import serve
 
 from safactory.infra.config import Settings
 from safactory.infra.consumer import Delivery, EventConsumer
@@ -23,32 +19,6 @@ from safactory.schemas import Control, ControlCommand
 from safactory.streams.monitor.view import LiveView
 
 TOKEN = "k3y-for-the-control-test-0123"
-
-
-@contextlib.asynccontextmanager
-async def _serve(settings: Settings, out: Path) -> AsyncIterator[str]:
-    env = {**os.environ, "SF_KAFKA_BOOTSTRAP": settings.kafka_bootstrap}
-    env["SF_TOPIC_PREFIX"] = settings.topic_prefix
-    proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "safactory.cli.main", "serve", "--port", "0"),
-        *("--token", TOKEN, "--db", str(out / "lancedb")),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=(out / "serve.stderr").open("wb"),
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
-        assert line.startswith("serving http://"), (line, (out / "serve.stderr").read_text())
-        yield line.split()[1].rstrip("/")
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            await asyncio.wait_for(proc.wait(), 10)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
 
 
 async def _controls(settings: Settings, count: int) -> list[Control]:
@@ -83,7 +53,7 @@ def test_a_pause_is_listed_until_its_next_decision() -> None:
 async def test_a_paused_episode_is_answered_from_serve(
     topics: Settings, producer: EventProducer, tmp_path: Path
 ) -> None:
-    async with _serve(topics, tmp_path) as url:
+    async with serve(topics, tmp_path / "lancedb", tmp_path, "--token", TOKEN) as url:
         auth = {"Authorization": f"Bearer {TOKEN}"}
         async with httpx.AsyncClient(base_url=url, headers=auth, timeout=10) as http:
             assert (
