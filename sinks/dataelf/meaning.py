@@ -11,7 +11,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from ...schemas import Trajectory
-from .operators import Column, Operator, PlanError, RunContext, column_of, register
+from .operators import Column, Operator, PlanError, RunContext, column_of, put_column, register
 
 
 def trajectory_text(t: Trajectory) -> str:
@@ -59,12 +59,12 @@ class Search(Operator):
         assert table is not None
         vectors = row_vectors(table, ctx, self.column, "search")
         if not len(vectors):
-            return table.append_column("similarity", pa.array([], pa.float64()))
+            return put_column(table, "similarity", pa.array([], pa.float64()))
         query = np.asarray(ctx.need("embed", "search")([self.query])[0], dtype=np.float32)
         similarity = np.round(vectors @ query, 6)
         order = np.argsort(-similarity, kind="stable")[: self.k]
         found = table.take(pa.array(order))
-        return found.append_column("similarity", pa.array(similarity[order].astype(float)))
+        return put_column(found, "similarity", pa.array(similarity[order].astype(float)))
 
 
 @register
@@ -123,7 +123,7 @@ class Score(Operator):
         names = [*sorted({k for r in rows for k in r} - {"value"}), "value"]
         for name in names:
             values = [r.get(name) for r in rows]
-            table = table.append_column(name, pa.array(values, pa.float64()))
+            table = put_column(table, name, pa.array(values, pa.float64()))
         return table
 
 
@@ -149,5 +149,5 @@ class Poison(Operator):
         ids = column_of(table, "event_id", "poison").to_pylist()
         texts = row_texts(table, ctx, self.column, "poison")
         found = find(ids, texts, labels) if ids else []
-        table = table.append_column("poison", pa.array([f for f, _ in found], pa.string()))
-        return table.append_column("poison_detail", pa.array([d for _, d in found], pa.string()))
+        table = put_column(table, "poison", pa.array([f for f, _ in found], pa.string()))
+        return put_column(table, "poison_detail", pa.array([d for _, d in found], pa.string()))

@@ -138,6 +138,15 @@ def test_valuable_safe_trajectories_diverse_as_chat_jsonl(db: Path, tmp_path: Pa
     assert sims.max() < 0.9, "two near-duplicates were both chosen"
 
 
+def test_a_plan_that_scores_twice_keeps_one_column_of_each(db: Path, tmp_path: Path) -> None:
+    select = {"op": "select", "table": "trajectories", "env": "os"}
+    once, _ = _run(db, tmp_path / "a", select, {"op": "score"})
+    twice, _ = _run(db, tmp_path / "b", select, {"op": "score"}, {"op": "score"})
+    assert twice.column_names == once.column_names
+    assert len(set(twice.column_names)) == len(twice.column_names)
+    assert twice["value"].to_pylist() == once["value"].to_pylist()
+
+
 def test_records_whose_labels_look_flipped(db: Path, tmp_path: Path) -> None:
     table, _ = _run(
         db,
