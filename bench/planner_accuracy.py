@@ -8,7 +8,9 @@ accuracy, with the time per plan (``python bench/planner_accuracy.py --db DEMO/l
 * same result: its result table equals the careful plan's (visible columns).
 
 The planner under test is the fine-tuned SmolLM2 here (``--weights DIR`` for another
-build), or ``--endpoint URL --model NAME`` (any OpenAI-compatible server). The intents are
+build), the base SmolLM2 reading worked examples (``--examples``: what ``data ask`` plans
+with while the fine-tuned one builds), or ``--endpoint URL --model NAME`` (any
+OpenAI-compatible server). The intents are
 ``tests/data/intents.jsonl`` (40 careful plans, never trained on), ``--intents
 tests/data/intents_reworded.jsonl`` (the same 40 reworded by someone who never saw the
 corpus), ``--intents tests/data/intents_fresh.jsonl`` (40 more, written with their careful
@@ -32,6 +34,7 @@ import torch
 from safactory.agents import env_names
 from safactory.cli.dataelf_job import services
 from safactory.infra.embedding import MiniLM
+from safactory.sinks.dataelf.background import example_planner
 from safactory.sinks.dataelf.corpus import RISKS, pairs
 from safactory.sinks.dataelf.operators import HIDDEN_COLUMNS, PlanError
 from safactory.sinks.dataelf.plan import Plan, run_plan
@@ -84,6 +87,12 @@ def main() -> None:
         "choices, so the intent set stays unseen",
     )
     parser.add_argument("--weights", type=Path, help="the embedded planner's weights folder")
+    parser.add_argument(
+        "--examples",
+        action="store_true",
+        help="the base SmolLM2 reading worked examples (how `data ask` plans while the "
+        "fine-tuned planner builds)",
+    )
     parser.add_argument("--endpoint", help="an OpenAI-compatible base URL (…/v1)")
     parser.add_argument("--model", default="default", help="the endpoint's model")
     parser.add_argument("--limit", type=int, default=0, help="the first N intents only")
@@ -106,6 +115,8 @@ def main() -> None:
     if args.endpoint:
         prompt = Prompt(MiniLM().embed, values=values)
         planner = EndpointPlanner(prompt, args.endpoint, args.model)
+    elif args.examples:
+        planner = example_planner(values)
     else:
         planner = EmbeddedPlanner(values, args.weights)
     counts = {"exact": 0, "valid": 0, "executable": 0, "same result": 0, "asked back": 0}
@@ -153,6 +164,8 @@ def main() -> None:
     who = (
         f"endpoint {args.endpoint} ({args.model})"
         if args.endpoint
+        else "SmolLM2-135M base reading worked examples + llguidance"
+        if args.examples
         else "SmolLM2-135M fine-tuned + llguidance"
     )
     what = f"{n} {'dev-frame pairs' if args.dev else f'intents of {args.intents.name}'}"

@@ -72,6 +72,7 @@ def ask(
     `--plan <out>/plan.json` reruns it to the same bytes. Operators: select, where,
     aggregate, histogram, top, sample, join, search, dedupe, diverse, score, reaudit,
     poison, export, plot."""
+    from ..infra.models import ModelError
     from ..sinks.dataelf.operators import PlanError
     from ..sinks.dataelf.plan import load_plan
     from ..sinks.dataelf.planner import PlanQuestion
@@ -86,14 +87,12 @@ def ask(
         if plan_file is not None:
             plan = load_plan(plan_file)
         else:
-            assert intent is not None
-            plan = _planner(lance_location(db), planner_url, planner_model, planner_key).plan(
-                intent
-            )
+            planner = _planner(lance_location(db), planner_url, planner_model, planner_key)
+            plan = planner.plan(intent or "")
     except PlanQuestion as exc:  # the planner asks back instead of guessing: one line
         typer.echo(str(exc))
         raise typer.Exit(2) from None
-    except (PlanError, QueryError) as exc:
+    except (PlanError, QueryError, ModelError) as exc:  # a model error says how to fetch it
         raise fail(str(exc), code=2) from None
     console.print(escape(plan.describe()), highlight=False)
     console.print(plan.model_dump_json(indent=2), highlight=False, markup=False)
@@ -113,14 +112,15 @@ def ask(
 
 
 def _planner(db: Db, url: str | None, model: str, key: str | None) -> Planner:
-    """The endpoint's planner when one is configured, else the fine-tuned SmolLM2 here."""
+    """The endpoint's planner when one is configured, else SmolLM2 here (:mod:`background`)."""
     from ..agents import env_names
     from ..infra.embedding import MiniLM
-    from ..sinks.dataelf.planner import EmbeddedPlanner, EndpointPlanner, Prompt, known_values
+    from ..sinks.dataelf.background import local_planner
+    from ..sinks.dataelf.planner import EndpointPlanner, Prompt, known_values
     from ..streams.audit.registry import available
 
     values = known_values(db, env_names(), list(available()))
     if url:
         return EndpointPlanner(Prompt(MiniLM().embed, values=values), url, model, api_key=key)
-    console.print("planning with SmolLM2-135M fine-tuned for DataElf (constrained to plans)…")
-    return EmbeddedPlanner(values)
+    console.print(escape((local := local_planner(values))[1]), highlight=False)
+    return local[0]

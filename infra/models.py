@@ -78,7 +78,7 @@ def ensure_smollm2(*, progress: bool = True) -> Path:
     gguf = _smollm2_gguf()
     if progress:
         print(f"converting {gguf.name} to {target} (once; about 30 s)", file=sys.stderr)
-    tmp = target.with_name(target.name + ".tmp")
+    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")  # two processes may convert
     shutil.rmtree(tmp, ignore_errors=True)
     _convert_gguf(gguf, tmp)
     shutil.rmtree(target, ignore_errors=True)

@@ -19,7 +19,9 @@ its columns are checked when it runs.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import time
 import types
 import typing
@@ -37,6 +39,7 @@ from pydantic import BaseModel, ValidationError
 from ..location import Db
 from ..query import TABLES, QueryError, open_table
 from ..tables import COMMON, EXTRA
+from .corpus import plan_text
 from .grounding import ground, grounded
 from .operators import HIDDEN_COLUMNS, Embed, Operator, PlanError, available
 from .plan import Plan
@@ -250,12 +253,17 @@ def known_values(db: Db | None, envs: list[str], checkers: list[str]) -> dict[st
 
 @dataclass
 class Prompt:
-    """Builds a planner's chat messages: the catalogue, the nearest examples, the intent."""
+    """Builds a planner's chat messages: the catalogue (unless ``catalogue`` is off), the
+    nearest examples, the intent."""
 
     embed: Embed
     examples: list[Example] = field(default_factory=load_examples)
     values: dict[str, list[str]] = field(default_factory=dict)
     shown: int = SHOWN_EXAMPLES
+    catalogue: bool = True
+    cache: Path | None = None
+    """A folder keeping the examples' vectors between runs (by a digest of their intents);
+    its name should say which encoder made them."""
 
     @cached_property
     def _system(self) -> str:
@@ -266,7 +274,18 @@ class Prompt:
 
     @cached_property
     def _vectors(self) -> np.ndarray:
-        return np.asarray(self.embed([e.intent for e in self.examples]), dtype=np.float32)
+        texts = [e.intent for e in self.examples]
+        if self.cache is None:
+            return np.asarray(self.embed(texts), dtype=np.float32)
+        kept = self.cache / f"{hashlib.sha256(chr(10).join(texts).encode()).hexdigest()[:16]}.npy"
+        if kept.is_file():
+            return np.load(kept)
+        vectors = np.asarray(self.embed(texts), dtype=np.float32)
+        self.cache.mkdir(parents=True, exist_ok=True)
+        partial = kept.with_suffix(f".{os.getpid()}.npy")
+        np.save(partial, vectors)
+        os.replace(partial, kept)
+        return vectors
 
     def nearest(self, intent: str) -> list[Example]:
         """The ``shown`` examples nearest in meaning to ``intent``, the nearest last (an
@@ -278,9 +297,9 @@ class Prompt:
 
     def messages(self, intent: str) -> list[dict[str, str]]:
         """OpenAI chat messages asking for ``intent``'s plan."""
-        out = [{"role": "system", "content": self._system}]
+        out = [{"role": "system", "content": self._system}] if self.catalogue else []
         for example in self.nearest(intent):
-            answer = json.dumps({"steps": example.steps}, separators=(",", ":"))
+            answer = plan_text(example.steps)
             out += [
                 {"role": "user", "content": example.intent},
                 {"role": "assistant", "content": answer},
@@ -348,13 +367,18 @@ class EmbeddedPlanner:
     """SmolLM2-135M fine-tuned on the generated corpus (:mod:`.tuning`, built on first use),
     on the CPU, greedy, its tokens masked to the answer grammar (a plan of known operators
     with valid parameter types, or a question back) by ``constrain`` (default:
-    :func:`safactory.infra.grammar.json_schema`)."""
+    :func:`safactory.infra.grammar.json_schema`).
+
+    With ``examples``, the model at ``model_path`` reads the worked examples nearest to the
+    request before it (chat turns) instead of the request alone: how the base SmolLM2 plans
+    while the fine-tuned weights build (:mod:`.background`)."""
 
     def __init__(
         self,
         values: dict[str, list[str]],
         model_path: Path | None = None,
         *,
+        examples: Prompt | None = None,
         constrain: Callable[[Any, dict], Callable[[], Any]] | None = None,
         max_tokens: int = MAX_PLAN_TOKENS,
     ) -> None:
@@ -368,6 +392,7 @@ class EmbeddedPlanner:
         path = model_path or ensure_planner()
         hf_logging.disable_progress_bar()  # a question back is the output's last line
         self.values = values
+        self.examples = examples
         self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         self.model = AutoModelForCausalLM.from_pretrained(
             path, local_files_only=True, dtype=torch.float32
@@ -386,7 +411,14 @@ class EmbeddedPlanner:
         from .tuning import user_ids
 
         start = time.perf_counter()
-        prompt = user_ids(self.tokenizer, intent)
+        if self.examples is None:
+            prompt = user_ids(self.tokenizer, intent)
+        else:
+            chat = self.examples.messages(intent)
+            text = self.tokenizer.apply_chat_template(
+                chat, tokenize=False, add_generation_prompt=True
+            )
+            prompt = self.tokenizer(text, add_special_tokens=False).input_ids
         constrained = self._constrain(self.tokenizer, grounded(self._schema, intent))()
         new = greedy(self.model, prompt, constrained, self.max_tokens, self.tokenizer.eos_token_id)
         answer = self.tokenizer.decode(new, skip_special_tokens=True)
