@@ -24,6 +24,7 @@ import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "OPENBLAS_CORETYPE")
 """Environment variables that limit the instruction sets the math libraries use (torch's
@@ -46,6 +47,12 @@ FLAGS = (
     "amx_bf16",
 )
 """The CPU flags that decide which kernels are fast (reported and part of the identity)."""
+
+BUSY = 0.25
+"""The share of the cores other processes may keep busy while candidates are timed: a
+timing under more load is not kept for good (a worker started beside a load test once
+cached a path 9x off its idle speed)."""
+T = TypeVar("T")
 
 
 def _cpuinfo() -> tuple[str, set[str]]:
@@ -142,22 +149,49 @@ def interleaved(runs: dict[str, Callable[[], object]], rounds: int = 7) -> dict[
     return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
 
 
+def _machine_seconds() -> float:
+    """CPU seconds every process on the machine has spent since boot (``/proc/stat``; 0
+    where there is none)."""
+    try:
+        ticks = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # less idle, iowait
+
+
+def others_busy(run: Callable[[], T]) -> tuple[T, float]:
+    """``run()``'s result and the share of the machine's cores that other processes kept
+    busy meanwhile (0: they left it alone; 1: every core was theirs)."""
+    mine, machine, start = os.times(), _machine_seconds(), time.perf_counter()
+    result = run()
+    wall = time.perf_counter() - start
+    after = os.times()
+    own = after.user + after.system - mine.user - mine.system
+    others = _machine_seconds() - machine - own
+    return result, max(0.0, others) / (wall * (os.cpu_count() or 1))
+
+
 def choose(key: str, candidates: dict[str, Callable[[], Callable[[], object]]]) -> str:
     """The fastest of ``candidates`` (name → a loader returning one timed run) for model
-    ``key``, measured once per machine and cached; a single candidate is taken as is."""
-    cached = _read().get(key)
-    if cached is not None and cached.get("chosen") in candidates:
+    ``key``, measured once per machine and cached; a single candidate is taken as is. A
+    choice timed while other processes kept more than :data:`BUSY` of the cores busy is
+    provisional: taken, and timed again at the next load until the machine is quiet."""
+    cached = _read().get(key) or {}
+    quiet = "others_busy" in cached and not cached.get("provisional")  # older: timed again
+    if quiet and cached.get("chosen") in candidates:
         return str(cached["chosen"])
     if len(candidates) == 1:
         return next(iter(candidates))
-    timings = interleaved({name: load() for name, load in candidates.items()})
+    runs = {name: load() for name, load in candidates.items()}
+    timings, others = others_busy(lambda: interleaved(runs))
     chosen = min(timings, key=timings.__getitem__)
     record = _read()
     record[key] = {
         "chosen": chosen,
         "ms": {name: round(s * 1000, 2) for name, s in timings.items()},
         "measured": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
+        "others_busy": round(others, 2),
+    } | ({"provisional": True} if others > BUSY else {})
     path = _cache_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -27,9 +27,11 @@ def survey(*, with_torch: bool = True) -> dict[str, object]:
     models: dict[str, str] = {}
     for what, (layers, int8, tokens) in ENCODERS.items():
         held = encoder_path(layers, int8, tokens) if with_torch else "not measured"
-        timings = choices().get(f"minilm-{layers}l-{'int8' if int8 else 'fp32'}", {}).get("ms")
+        entry = choices().get(f"minilm-{layers}l-{'int8' if int8 else 'fp32'}", {})
+        timings = entry.get("ms")
+        again = "; timed under load: again at the next load" if entry.get("provisional") else ""
         models[what] = f"onnxruntime in processes that only judge; {held} where torch is loaded" + (
-            f" (measured: {', '.join(f'{p} {ms} ms' for p, ms in timings.items())})"
+            f" (measured: {', '.join(f'{p} {ms} ms' for p, ms in timings.items())}{again})"
             if timings
             else ""
         )

@@ -47,7 +47,10 @@ def test_an_avx2_cap_is_a_class_of_its_own(monkeypatch: pytest.MonkeyPatch) -> N
     assert not compute.native_bf16()
 
 
-def test_the_fastest_candidate_is_chosen_once_and_cached(home: Path) -> None:
+def test_the_fastest_candidate_is_chosen_once_and_cached(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(compute, "_machine_seconds", lambda: 0.0)  # a quiet machine
     calls: list[str] = []
 
     def loader(name: str, seconds: float):
@@ -67,6 +70,40 @@ def test_the_fastest_candidate_is_chosen_once_and_cached(home: Path) -> None:
     assert calls == ["slow", "fast"]  # not measured again
     # a cached choice this process cannot take is not taken
     assert compute.choose("toy", {"slow": loader("slow", 0.0)}) == "slow"
+
+
+def test_a_choice_timed_under_load_is_timed_again_until_the_machine_is_quiet(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+
+    def loader(name: str):
+        def load():
+            calls.append(name)
+            return lambda: sum(range(50_000))
+
+        return load
+
+    candidates = {"a": loader("a"), "b": loader("b")}
+    spinning = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 1)
+    ]
+    try:
+        time.sleep(0.5)
+        compute.choose("toy", candidates)
+    finally:
+        for spinner in spinning:
+            spinner.kill()
+            spinner.wait()
+    cached = compute.choices()["toy"]
+    assert cached["provisional"] and cached["others_busy"] > compute.BUSY
+    monkeypatch.setattr(compute, "_machine_seconds", lambda: 0.0)  # quiet from here on
+    compute.choose("toy", candidates)
+    assert calls == ["a", "b", "a", "b"]  # timed again
+    assert "provisional" not in compute.choices()["toy"]
+    compute.choose("toy", candidates)
+    assert calls == ["a", "b", "a", "b"]  # and kept for good
 
 
 @pytest.mark.parametrize(
