@@ -88,6 +88,17 @@ def progress() -> str:
     return steps[-1] if steps else "starting: 20-45 min on 2 cores, by CPU"
 
 
+def _stopped() -> str | None:
+    """The last line of a build that ended without its weights (a crash, a kill), if any."""
+    if running() or built():
+        return None
+    try:
+        lines = [line for line in log_file().read_text(errors="replace").splitlines() if line]
+    except OSError:
+        return None
+    return lines[-1].strip()[:200] if lines else None
+
+
 def example_planner(values: dict[str, list[str]], base: Path | None = None) -> EmbeddedPlanner:
     """The base SmolLM2 (at ``base``) planning from the :data:`SHOWN` worked examples nearest
     the request."""
@@ -109,7 +120,10 @@ def local_planner(values: dict[str, list[str]]) -> tuple[EmbeddedPlanner, str]:
         line = "planning with SmolLM2-135M fine-tuned for DataElf (constrained to plans)…"
         return EmbeddedPlanner(values), line
     base = ensure_smollm2()  # converted before the build starts, which needs it too
+    stopped = _stopped()
     began = "started" if start() else "running"
+    if stopped:
+        began += f"; the last build stopped unfinished: {stopped}"
     line = (
         f"DataElf's fine-tuned planner is building in the background ({began}; "
         f"{progress()}; log {log_file()}). Until it is built, plans come from the base "

@@ -70,6 +70,9 @@ def test_the_first_question_is_planned_while_the_build_runs_once(fresh_models: P
     while background.running() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not background.running()  # a dead build is not taken for a running one
+    background.log_file().write_text("Traceback (most recent call last):\nMemoryError\n")
+    restarted = background.local_planner(VALUES)[1]  # started again, the reason said
+    assert "(started; the last build stopped unfinished: MemoryError" in restarted
 
 
 def test_the_examples_vectors_are_kept_and_a_finished_build_is_seen(fresh_models: Path) -> None:
