@@ -88,15 +88,15 @@ def progress() -> str:
     return steps[-1] if steps else "starting: 20-45 min on 2 cores, by CPU"
 
 
-def _stopped() -> str | None:
-    """The last line of a build that ended without its weights (a crash, a kill), if any."""
-    if running() or built():
-        return None
+def _unfinished() -> str | None:
+    """Why the last build stopped unfinished (its log's last line), if it did: a build that
+    finished ends its log with the weights' folder (they may since be stale)."""
     try:
         lines = [line for line in log_file().read_text(errors="replace").splitlines() if line]
     except OSError:
         return None
-    return lines[-1].strip()[:200] if lines else None
+    last = lines[-1].strip() if lines else str(planner_dir())
+    return None if last == str(planner_dir()) else last[:200]
 
 
 def example_planner(values: dict[str, list[str]], base: Path | None = None) -> EmbeddedPlanner:
@@ -120,7 +120,7 @@ def local_planner(values: dict[str, list[str]]) -> tuple[EmbeddedPlanner, str]:
         line = "planning with SmolLM2-135M fine-tuned for DataElf (constrained to plans)…"
         return EmbeddedPlanner(values), line
     base = ensure_smollm2()  # converted before the build starts, which needs it too
-    stopped = _stopped()
+    stopped = None if running() else _unfinished()
     began = "started" if start() else "running"
     if stopped:
         began += f"; the last build stopped unfinished: {stopped}"

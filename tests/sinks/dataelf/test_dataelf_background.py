@@ -73,6 +73,13 @@ def test_the_first_question_is_planned_while_the_build_runs_once(fresh_models: P
     background.log_file().write_text("Traceback (most recent call last):\nMemoryError\n")
     restarted = background.local_planner(VALUES)[1]  # started again, the reason said
     assert "(started; the last build stopped unfinished: MemoryError" in restarted
+    os.kill(json.loads(background._pid_file().read_text())["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while background.running() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not background.running()
+    background.log_file().write_text(f"  step 3/3\n{planner_dir()}\n")  # finished, now stale
+    assert "unfinished" not in background.local_planner(VALUES)[1]
 
 
 def test_the_examples_vectors_are_kept_and_a_finished_build_is_seen(fresh_models: Path) -> None:
