@@ -28,7 +28,9 @@ must be read while it still runs (an episode) publishes them at once through
   an exception of a ``fatal`` type stops the worker (the environment is broken, not the
   record: the supervisor restarts it and the records are read again);
 * at-least-once: a batch's outputs are acknowledged, then its state writes, and only then
-  are its input offsets marked for the (interval) commit;
+  are its input offsets marked for the (interval) commit; a batch settles so while the next
+  one is fetched and handled (one batch at most in flight, marked in order), so a busy
+  worker's cycle is not its handling plus two round trips to the broker;
 * timers, run between batches, and only for the partitions whose inputs are caught up
   (lag within ``live_lag``), so a restart behind a backlog never fires them early;
 * garbage collection: startup's objects frozen and, in a worker process (:meth:`Runtime.run`),
@@ -239,6 +241,18 @@ class Outputs:
         self._runtime.stats(self._name).sent(topic)
 
 
+@dataclass(slots=True)
+class Settling:
+    """What a handled batch waits for before its offsets are marked."""
+
+    acks: list[asyncio.Future[object]]
+    """Its outputs' (and dead letters') acks."""
+    writes: int
+    """Its state writes: those before this position of the store (:attr:`ChangelogStore.end`)."""
+    sent: dict[str, int]
+    """Records it published, per topic (counted once settled)."""
+
+
 class _Running:
     """One processor's consumer, state, context and bookkeeping inside a runtime."""
 
@@ -307,6 +321,12 @@ class _Running:
     async def handle(self, polled: Polled) -> None:
         """Handle a polled batch; return once its outputs and then its state writes are
         acknowledged (the consumer marks its offsets after that)."""
+        await self.handled(polled)
+        await self.settle()
+
+    async def handled(self, polled: Polled) -> None:
+        """Run the handler over a polled batch; its outputs and state writes are sent or
+        pending (:meth:`detach`, :meth:`settle`)."""
         with metrics.timed():
             if self.p.handle is None:
                 if polled.deliveries:
@@ -319,20 +339,28 @@ class _Running:
                 handled = await self._records(
                     polled.deliveries or GroupConsumer.decoding(polled), polled
                 )
-        await self.settle()
         if handled:
             self.consumer.stats.count("handled", handled)
 
-    async def settle(self) -> None:
-        """Wait for the outputs sent so far, then send and wait for the state writes."""
-        if self.acks:
-            acks, self.acks = self.acks, []
-            await asyncio.gather(*acks)
-        if self.store is not None and self.store.dirty:
-            await asyncio.gather(*await self.store.flush(self.runtime.producer))
-        for topic, n in self.sent.items():
+    def detach(self) -> Settling:
+        """What the records handled so far wait for: their outputs' acks and their state
+        writes, to settle while the next batch is handled."""
+        acks, self.acks = self.acks, []
+        sent, self.sent = self.sent, {}
+        return Settling(acks, self.store.end if self.store is not None else 0, sent)
+
+    async def settle(self, batch: Settling | None = None) -> None:
+        """Wait for the outputs of ``batch`` (by default: everything sent so far), then send
+        and wait for its state writes."""
+        batch = batch or self.detach()
+        if batch.acks:
+            await asyncio.gather(*batch.acks)
+        if self.store is not None:
+            writes = await self.store.flush(self.runtime.producer, batch.writes)
+            if writes:
+                await asyncio.gather(*writes)
+        for topic, n in batch.sent.items():
             self.stats.sent(topic, n)
-        self.sent.clear()
 
     async def _records(self, deliveries: Iterable[Delivery], polled: Polled) -> int:
         """Handle each delivery in order, for up to :data:`BATCH_BUDGET_S` (the rest of
@@ -526,10 +554,13 @@ class _Running:
 
     # ------------------------------------------------------------------ timers
 
+    def timers_due(self) -> bool:
+        """Whether a timer is due (:meth:`timers` would run one)."""
+        now = asyncio.get_running_loop().time()
+        return any(now - self.last_tick[i] >= t.every_s for i, t in enumerate(self.p.timers))
+
     async def timers(self) -> None:
         """Run the timers that are due, for the partitions that are caught up."""
-        if not self.p.timers:
-            return
         now = asyncio.get_running_loop().time()
         due = [i for i, t in enumerate(self.p.timers) if now - self.last_tick[i] >= t.every_s]
         if not due:
@@ -760,6 +791,7 @@ class Runtime:
         consumer = running.consumer
         last_record = loop.time()
         stop = asyncio.ensure_future(self._stopping.wait())
+        settling: asyncio.Future[None] | None = None
         try:
             while not consumer.stopping:
                 polled = await consumer.fetch(
@@ -768,7 +800,8 @@ class Runtime:
                 )
                 if polled is not None:
                     last_record = loop.time()
-                    work = asyncio.ensure_future(self._one(running, polled))
+                    work = asyncio.ensure_future(self._one(running, polled, settling))
+                    settling = None
                     await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
                     if not work.done():
                         await asyncio.wait({work}, timeout=self.stop_grace_s)
@@ -782,9 +815,12 @@ class Runtime:
                         )
                         await asyncio.gather(work, return_exceptions=True)
                         return
-                    work.result()
+                    settling = work.result()
                 else:
                     await consumer.commit_if_due()
+                if settling is not None and (settling.done() or running.timers_due()):
+                    settling, done = None, settling
+                    await done  # timers see (and flush) state only after the batch settled
                 await running.timers()
                 if self.young is not None:
                     self.young.tick()
@@ -792,8 +828,37 @@ class Runtime:
                     return
         finally:
             stop.cancel()
+            if settling is not None:
+                await self._last(running, settling)
+
+    async def _last(self, running: _Running, settling: asyncio.Future[None]) -> None:
+        """The last batch's settling, given the stop grace; unfinished, it is abandoned
+        (its offsets unmarked: it is read again)."""
+        await asyncio.wait({settling}, timeout=self.stop_grace_s)
+        if not settling.done():
+            settling.cancel()
+            running.consumer.stats.abandoned_batches += 1
+            log.warning("%s: the last batch's acks did not come; it is read again", running.p.name)
+        await asyncio.gather(settling, return_exceptions=True)
 
     @staticmethod
-    async def _one(running: _Running, polled: Polled) -> None:
-        await running.handle(polled)
+    async def _one(
+        running: _Running, polled: Polled, previous: asyncio.Future[None] | None
+    ) -> asyncio.Future[None] | None:
+        """Handle ``polled`` while the batch before it settles; then, once that one is
+        settled and marked, settle and mark this one in the background (so its acks and
+        state writes overlap the next batch's fetch and handling, and batches are still
+        marked in order, each after its outputs and then its state writes were acked)."""
+        await running.handled(polled)
+        batch = running.detach()
+        if previous is not None:
+            await previous
+        if batch.acks or (running.store is not None and running.store.dirty):
+            return asyncio.ensure_future(Runtime._settle(running, polled, batch))
+        await Runtime._settle(running, polled, batch)  # nothing to wait for
+        return None
+
+    @staticmethod
+    async def _settle(running: _Running, polled: Polled, batch: Settling) -> None:
+        await running.settle(batch)
         await running.consumer.finish(polled)

@@ -127,7 +127,10 @@ class ChangelogStore:
         self.settings = settings
         self.topic = topic
         self.parts: dict[int, PartitionState] = {}
-        self._pending: list[tuple[int, bytes, bytes | None, Headers]] = []
+        self._pending: list[tuple[int, bytes, bytes | None, Headers] | None] = []
+        """Writes not yet sent (None: one of a partition released since)."""
+        self._sent = 0
+        """Writes sent before ``_pending[0]``: positions (:attr:`end`) count every write."""
         self._undo: list[tuple[PartitionState, str, str, Value | None]] = []
 
     def partition(self, number: int) -> PartitionState:
@@ -157,30 +160,43 @@ class ChangelogStore:
         self._undo.append((part, key, item, old))
         self._pending.append((part.partition, wire, value, headers))
 
+    @property
+    def end(self) -> int:
+        """The position after the latest write (every write ever made counts one)."""
+        return self._sent + len(self._pending)
+
     def mark(self) -> int:
         """A point to roll back to (before a handler runs)."""
         self._undo.clear()
-        return len(self._pending)
+        return self.end
 
     def rollback(self, mark: int) -> None:
         """Undo every write since ``mark`` (the handler failed)."""
         for part, key, item, old in reversed(self._undo):
             part._put(key, item, old)
         self._undo.clear()
-        del self._pending[mark:]
+        del self._pending[max(0, mark - self._sent) :]
 
     @property
     def dirty(self) -> bool:
         """Whether writes wait to be sent."""
-        return bool(self._pending)
+        return any(w is not None for w in self._pending)
 
-    async def flush(self, producer: EventProducer) -> list[asyncio.Future[object]]:
-        """Send the writes made so far to the changelog; the acks to wait for."""
-        writes, self._pending = self._pending, []
-        self._undo.clear()
+    async def flush(
+        self, producer: EventProducer, upto: int | None = None
+    ) -> list[asyncio.Future[object]]:
+        """Send the writes made so far (or those before position ``upto``: a handler may be
+        writing the next batch's meanwhile) to the changelog; the acks to wait for."""
+        n = len(self._pending) if upto is None else max(0, upto - self._sent)
+        writes = self._pending[:n]
+        del self._pending[:n]
+        self._sent += len(writes)
         return [
-            await producer.send_raw(self.topic, key=k, value=v, headers=list(h), partition=p)
-            for p, k, v, h in writes
+            await producer.send_raw(
+                self.topic, key=w[1], value=w[2], headers=list(w[3]), partition=w[0]
+            )
+            for w in writes
+            if w is not None
         ]
 
     # ------------------------------------------------------------------ assignment
@@ -228,5 +244,5 @@ class ChangelogStore:
         write was acknowledged before the offsets behind it were committed)."""
         for number in partitions:
             self.parts.pop(number, None)
-        kept = set(self.parts)
-        self._pending = [w for w in self._pending if w[0] in kept]
+        kept = set(self.parts)  # positions stay: a handler in flight may hold a mark
+        self._pending = [w if w is not None and w[0] in kept else None for w in self._pending]

@@ -82,6 +82,36 @@ async def test_writes_roll_back_and_flush_to_their_partition(settings: Settings)
     assert list(third.partition(2).keys()) == []
 
 
+async def test_a_batch_flushes_its_own_writes_while_the_next_batch_writes(
+    settings: Settings,
+) -> None:
+    """The runtime settles one batch while the next is handled: the flush sends only the
+    writes before the settled batch's end; the next batch's marks, rollbacks and a release
+    of a partition meanwhile keep their places."""
+    spec = TopicSpec("state-p", "k", "test changelog", cleanup="compact", partitions=3)
+    await create_topics(settings, [spec])
+    store = ChangelogStore(settings, settings.topic(spec.name))
+    store.partition(0).set("ep", "first", b"1")
+    store.partition(1).set("other", "first", b"1")
+    settled = store.end  # the first batch ends here
+    mark = store.mark()  # the next batch's handler starts
+    store.partition(0).set("ep", "second", b"2")
+    store.release([1])  # a rebalance took partition 1 meanwhile
+    async with EventProducer(settings) as producer:
+        sent = await store.flush(producer, settled)
+        await asyncio.gather(*sent)
+        assert len(sent) == 1  # partition 0's first write; partition 1's was released
+        store.partition(0).set("ep", "failed", b"x")
+        store.rollback(mark)  # the next batch's handler failed: its writes undone
+        assert store.partition(0).items("ep") == {"first": b"1"} and not store.dirty
+        store.partition(0).set("ep", "retried", b"3")
+        await asyncio.gather(*await store.flush(producer))
+    again = ChangelogStore(settings, settings.topic(spec.name))
+    await again.restore([0, 1])
+    assert again.partition(0).items("ep") == {"first": b"1", "retried": b"3"}
+    assert list(again.partition(1).keys()) == []
+
+
 async def test_compacted_topics_roll_segments_so_the_cleaner_can_run(settings: Settings) -> None:
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
