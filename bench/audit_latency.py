@@ -182,9 +182,11 @@ async def part2(
     seconds: float,
     checkers: str,
     warmup_s: float = WARMUP_S,
+    window: int = 0,
 ) -> dict[str, float]:
     """Step → summary verdict latency through the broker and the worker at ``rate``, over
-    the ``seconds`` that follow ``warmup_s`` seconds at the same rate (not counted)."""
+    the ``seconds`` that follow ``warmup_s`` seconds at the same rate (not counted);
+    ``window`` numbers a run on the same worker (its steps and episodes are new ones)."""
     from safactory.infra.producer import EventProducer
 
     consumer = TopicReader(settings, "bench-verdicts", fetch_wait_ms=20, committed_only=False)
@@ -209,8 +211,8 @@ async def part2(
                 base = template[i % len(template)]
                 step = base.model_copy(
                     update={
-                        "episode_id": f"{base.episode_id}-{i // len(template)}",
-                        "event_id": f"s{i}" if i >= warm else f"w{i}",
+                        "episode_id": f"{base.episode_id}-{window}-{i // len(template)}",
+                        "event_id": f"{window}s{i}" if i >= warm else f"{window}w{i}",
                         "produced_at": time.time(),
                     }
                 )

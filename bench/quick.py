@@ -19,7 +19,8 @@ Figures (the bench each is a short run of; higher or lower is better):
 
 * bus produce / consume / pipelined, ours ÷ raw aiokafka + json: ``bus.py``, 10,000 events;
   higher;
-* streaming audit p99 at 2,000 steps/s, fast tier: ``audit_latency.py``, 4 s; lower;
+* streaming audit p99 at 2,000 steps/s, fast tier: ``audit_latency.py``, the median of
+  three 4 s windows on one worker; lower;
 * per-step audit p99, full offline set: ``audit_latency.py`` part 1, 200 steps; lower;
 * sink ÷ raw LanceDB append: ``sink_ingest.py``, 10,000 rows; higher;
 * OS-shell steps/s at concurrency 32: ``sim_throughput.py``, 256 episodes; higher;
@@ -113,12 +114,22 @@ def audit_stream(settings: Settings) -> dict[str, float]:
     from safactory.bench.bus import drop_topics
 
     topics, worker = al.start_worker(checkers)
-    try:
-        got = aio.run(al.part2(topics, worker, al.DEFAULT_DATA, 2000, 4.0, checkers))
+    p99s = []
+    try:  # three 4 s windows on one worker: a host's noisy spell spoils one, not the figure
+        for window in range(STREAM_WINDOWS):
+            got = aio.run(
+                al.part2(topics, worker, al.DEFAULT_DATA, 2000, 4.0, checkers, window=window)
+            )
+            p99s.append(got["p99_ms"])
     finally:
         al.stop_worker(worker)
         asyncio.run(drop_topics(topics))
-    return {"audit stream p99 at 2,000/s": got["p99_ms"]}
+    print(f"  audit stream p99 of each window (ms): {' '.join(f'{v:.0f}' for v in p99s)}")
+    return {"audit stream p99 at 2,000/s": statistics.median(p99s)}
+
+
+STREAM_WINDOWS = 3
+"""Timed windows of the streaming audit (the figure is their median p99)."""
 
 
 def audit_step(settings: Settings) -> dict[str, float]:
