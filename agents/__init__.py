@@ -1,48 +1,42 @@
 """Simulation: environments behind one protocol, the pre-warmed pool, the backtracking
-sandbox, attack injection, policies and the episode runner (DESIGN.md, ``agents/``)."""
+sandbox, attack injection, policies and the episode runner (DESIGN.md, ``agents/``).
 
-from .attacks import AttackInjector, make_injector, register_injector
-from .env import (
-    Anchor,
-    EnvError,
-    Environment,
-    Judgement,
-    ResetOutput,
-    StepOutput,
-    TaskSpec,
-    text_action,
-    tool,
-    tool_action,
-)
-from .guard import Guard, GuardDecision, PatternGuard, ProposedAction
-from .pools import ActorPool, EnvPool
-from .registry import env_class, env_names, make_env, register_env
-from .runner import EpisodeResult, EpisodeRunner
+The names below load with their module on first use (``from safactory.agents import
+EpisodeRunner``), so importing one submodule (an environment, the guard) does not load the
+runner, the pools and the broker clients behind them."""
 
-__all__ = [
-    "ActorPool",
-    "Anchor",
-    "AttackInjector",
-    "EnvError",
-    "EnvPool",
-    "Environment",
-    "EpisodeResult",
-    "EpisodeRunner",
-    "Guard",
-    "GuardDecision",
-    "Judgement",
-    "PatternGuard",
-    "ProposedAction",
-    "ResetOutput",
-    "StepOutput",
-    "TaskSpec",
-    "env_class",
-    "env_names",
-    "make_env",
-    "make_injector",
-    "register_env",
-    "register_injector",
-    "text_action",
-    "tool",
-    "tool_action",
-]
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_HOMES = {
+    **dict.fromkeys(("AttackInjector", "make_injector", "register_injector"), "attacks"),
+    **dict.fromkeys(
+        (
+            "Anchor",
+            "EnvError",
+            "Environment",
+            "Judgement",
+            "ResetOutput",
+            "StepOutput",
+            "TaskSpec",
+            "text_action",
+            "tool",
+            "tool_action",
+        ),
+        "env",
+    ),
+    **dict.fromkeys(("Guard", "GuardDecision", "PatternGuard", "ProposedAction"), "guard"),
+    **dict.fromkeys(("ActorPool", "EnvPool"), "pools"),
+    **dict.fromkeys(("env_class", "env_names", "make_env", "register_env"), "registry"),
+    **dict.fromkeys(("EpisodeResult", "EpisodeRunner"), "runner"),
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f".{home}", __name__), name)

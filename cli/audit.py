@@ -13,9 +13,6 @@ import typer
 from rich.table import Table
 
 from ..infra.terminal import visible
-from ..streams.audit import registry
-from ..streams.audit.engine import configured_engine
-from ..tools.batch import BatchAudit, stop_on_interrupt
 from ..tools.importers import FORMATS, ImportFormatError, iter_entries, iter_steps, readable_records
 from .errors import console, err, fail, failing, get_settings
 from .options import CheckersOption, DbOption, JudgeTimeoutOption, lance_location
@@ -85,6 +82,10 @@ def audit(
     rate at the trajectory level, per group (R-Judge category, AgentDojo suite), per attack
     kind and overall.
     """
+    from ..streams.audit import registry  # the engine loads when a command runs, not for --help
+    from ..streams.audit.engine import configured_engine
+    from ..tools.batch import BatchAudit, stop_on_interrupt
+
     if list_all:
         table = Table("checker", "kind", "scope", "risk types", "default", "what")
         for row in registry.catalogue():

@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 
 from ..infra import listen
-from ..infra.http import MAX_BODY, log_to_console, redacted
 from . import serve as web
 from .errors import fail, get_settings
 from .options import AllowHostOption, HostOption, MaxBodyOption, PortOption
@@ -64,13 +63,14 @@ def gateway(
     ] = 600.0,
     log_level: Annotated[str, typer.Option(envvar="SF_LOG_LEVEL")] = "warning",
     allow_host: AllowHostOption = None,
-    max_body: MaxBodyOption = MAX_BODY,
+    max_body: MaxBodyOption = listen.MAX_BODY,
 ) -> None:
     """Serve http://HOST:PORT/v1/chat/completions in front of UPSTREAM: every call becomes
     steps on the log, each tool call is audited (fast tier) before the client sees it, and
     a blocked one comes back as a refusal. Send x-sf-episode to name the episode (else one
     is assigned and returned in that header); end it with POST /v1/sf/episodes/{id}/end."""
     from ..agents.gateway.app import Gateway
+    from ..infra.http import log_to_console, redacted
     from ..streams.audit.guard import AuditGuard
 
     if not upstream.startswith(("http://", "https://")):

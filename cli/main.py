@@ -35,9 +35,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-broker_app = typer.Typer(
-    help="Run a local single-node Apache Kafka broker (KRaft).", no_args_is_help=True
-)
+broker_app = typer.Typer(help="A local single-node Kafka broker (KRaft).", no_args_is_help=True)
 topics_app = typer.Typer(help="The topic catalogue of DESIGN.md.", no_args_is_help=True)
 app.add_typer(broker_app, name="broker")
 app.add_typer(topics_app, name="topics")

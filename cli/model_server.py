@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from ..infra import listen
-from ..infra.http import MAX_BODY
+from ..infra.listen import MAX_BODY
 from . import serve as web
 from .options import AllowHostOption, HostOption, MaxBodyOption, PortOption
 

@@ -19,9 +19,6 @@ from rich.progress import TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from ..schemas import Severity
-from ..streams.audit.engine import configured_engine
-from ..streams.replay import AuditWindow, reaudit
-from ..streams.replay.tables import print_comparison, print_diff
 from .errors import console, err, failing, get_settings, progress
 from .options import CheckersOption, DbOption, JudgeTimeoutOption, lance_location
 
@@ -117,7 +114,9 @@ def audit(
     header sf-replay=<replay id> and ids derived from it (unless --dry-run), then prints the
     alerts newly raised, cleared and kept per risk type and per env.
     """
-    from ..streams.replay.audit import Progress
+    from ..streams.audit.engine import configured_engine  # not loaded for --help
+    from ..streams.replay.audit import AuditWindow, Progress, reaudit
+    from ..streams.replay.tables import print_diff
 
     with failing(ValueError, broker=OSError):
         window = AuditWindow.of(start, end, episode, env, with_alert)
@@ -218,8 +217,10 @@ def run(
     end, and compares per episode: unsafe (the environment's ground truth), reward, and the
     first step the checker set alerts on (both sides judged now by the same checkers).
     """
+    from ..streams.audit.engine import configured_engine
     from ..streams.replay import new_replay_id
     from ..streams.replay import rerun as rr
+    from ..streams.replay.tables import print_comparison
 
     settings = get_settings()
     rid = replay_id or new_replay_id()

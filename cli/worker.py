@@ -24,7 +24,6 @@ from ..agents.registry import env_names
 from ..agents.worker import DEFAULT_GROUP
 from ..infra import aio
 from ..infra.teardown import skip_teardown
-from ..streams.audit.engine import configured_engine
 from . import options as opt
 from . import simulate as sim
 from .errors import console, fail, failing, get_settings
@@ -61,6 +60,7 @@ def audit(
     log_level: LogLevelOption = "warning",
 ) -> None:
     """Run the live auditor: steps topic in, verdicts and alerts out."""
+    from ..streams.audit.engine import configured_engine
     from ..streams.audit.worker import AuditWorker
 
     with failing(ValueError):

@@ -39,8 +39,8 @@ from fastapi.responses import JSONResponse
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-MAX_BODY = 8 << 20
-"""Default largest request body (8 MiB): a long chat with tool outputs fits, a flood not."""
+from .listen import MAX_BODY
+
 STATE_CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_DEPTH = 64

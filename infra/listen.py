@@ -8,6 +8,9 @@ import ipaddress
 import socket
 from typing import Any
 
+MAX_BODY = 8 << 20
+"""Default largest request body (8 MiB): a long chat with tool outputs fits, a flood not."""
+
 MIN_TOKEN_CHARS = 16
 HEAD_TIMEOUT_S = 10.0
 """Most seconds a connection may take to send a request's line and headers."""

@@ -43,7 +43,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ...infra import metrics
 from ...infra.config import Settings
-from ...infra.http import MAX_BODY, HttpGuard, json_object, loads, openai_error, redacted
+from ...infra.http import HttpGuard, json_object, loads, openai_error, redacted
+from ...infra.listen import MAX_BODY
 from ...infra.producer import EventProducer
 from ...schemas import (
     Control,

@@ -38,7 +38,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from ...infra.http import MAX_BODY, HttpGuard, json_object, openai_error
+from ...infra.http import HttpGuard, json_object, openai_error
+from ...infra.listen import MAX_BODY
 from ...schemas import ChatMessage, ToolSchema
 from ...schemas.serving import MODELS_FIELD, REVISION_FILE, ServedRevision
 from ..env import TaskSpec
