@@ -35,6 +35,8 @@ class GuardDecision:
     reasons: list[str] = field(default_factory=list)
     risk_types: list[str] = field(default_factory=list)
     score: float = 0.0
+    probability: float | None = None
+    """The calibrated chance the action is unsafe, from what fired (None: nothing measured)."""
     latency_ms: float = 0.0
     over_budget: bool = False
     verdicts: list[Verdict] = field(default_factory=list)

@@ -72,6 +72,7 @@ class AuditGuard:
             + [f"{v.checker} (uncertain): {v.reason}" for v in uncertain],
             risk_types=sorted({v.risk_type for v in decisive}),
             score=audit.score,
+            probability=audit.probability,
             latency_ms=latency,
             over_budget=latency > self.budget_ms,
             verdicts=audit.all_verdicts,

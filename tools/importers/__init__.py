@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...schemas.headers import shown
-from .formats import iter_steps
+from .formats import chat_steps, iter_steps
 from .records import (
     IMPORTERS,
     AuditRecord,
@@ -30,6 +30,7 @@ __all__ = [
     "Format",
     "ImportFormatError",
     "SkippedRecord",
+    "chat_steps",
     "formats",
     "iter_entries",
     "iter_steps",

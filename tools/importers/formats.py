@@ -513,6 +513,12 @@ _RESULT_ROLES = ("tool", "function")
 """``function`` messages answer the legacy ``function_call`` of the message before them."""
 
 
+def chat_steps(messages: list[Any], episode_id: str = "chat", env: str = "chat") -> list[Step]:
+    """Steps of an OpenAI chat message list, as the ``openai`` format reads a record's
+    (:class:`ImportFormatError` names a malformed message)."""
+    return _chat_steps(messages, "messages", _Episode(episode_id, env, env))
+
+
 def _chat_steps(messages: list[Any], field: str, episode: _Episode) -> list[Step]:
     """Steps of an OpenAI-style chat message list (AgentDojo traces, OpenAI chat logs): one per
     tool call, with the tool message answering it as its result, or one per text reply; system
