@@ -32,7 +32,6 @@ from pathlib import Path
 import torch
 
 from safactory.agents import env_names
-from safactory.cli.dataelf_job import services
 from safactory.infra.embedding import MiniLM
 from safactory.sinks.dataelf.background import example_planner
 from safactory.sinks.dataelf.corpus import RISKS, pairs
@@ -48,6 +47,7 @@ from safactory.sinks.dataelf.planner import (
 )
 from safactory.sinks.query import QueryError
 from safactory.streams.audit.registry import available
+from safactory.tools.dataelf_job import services
 
 INTENTS = Path(__file__).parents[1] / "tests" / "data" / "intents.jsonl"
 

@@ -79,7 +79,7 @@ def ask(
     from ..sinks.dataelf.private import run_anywhere
     from ..sinks.query import QueryError
     from ..streams.audit.mask import mask_text
-    from .dataelf_job import JOB, services
+    from ..tools.dataelf_job import JOB, services
 
     if (plan_file is None) == (intent is None):
         raise fail("give an intent to plan or --plan FILE (a saved plan), one of the two", code=2)

@@ -12,13 +12,13 @@ import pytest
 from data_episodes import episode_events
 from deliveries import deliveries
 
-from safactory.cli.dataelf_job import services
 from safactory.infra.embedding import MiniLM
 from safactory.schemas import ChatMessage, EpisodeEnded, Outcome, Step
 from safactory.sinks.dataelf.operators import PlanError
 from safactory.sinks.dataelf.plan import Plan, run_plan
 from safactory.sinks.lance import LanceSink
 from safactory.streams.assembly import TrajectoryAssembler
+from safactory.tools.dataelf_job import services
 
 CHORES = [
     "list the files in the project folder and count the python modules",

@@ -17,7 +17,6 @@ from deliveries import deliveries
 from plugins import install_plugin
 from typer.testing import CliRunner
 
-from safactory.cli.dataelf_job import JOB
 from safactory.cli.main import app
 from safactory.schemas import ChatMessage, Step
 from safactory.sinks.dataelf.operators import PlanError
@@ -26,6 +25,7 @@ from safactory.sinks.dataelf.private import run_sandboxed
 from safactory.sinks.lance import LanceSink
 from safactory.streams.assembly import TrajectoryAssembler
 from safactory.streams.audit.mask import mask_text
+from safactory.tools.dataelf_job import JOB
 
 if shutil.which("bwrap") is None:  # pragma: no cover - CI installs bubblewrap
     pytest.skip("private mode needs bubblewrap", allow_module_level=True)

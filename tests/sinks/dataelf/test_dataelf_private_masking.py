@@ -13,7 +13,6 @@ import pyarrow.parquet as pq
 import pytest
 from deliveries import deliveries
 
-from safactory.cli.dataelf_job import JOB
 from safactory.schemas import Action, ChatMessage, EpisodeEnded, Outcome, Step
 from safactory.sinks.dataelf.masking import mask_columns
 from safactory.sinks.dataelf.plan import Plan, run_plan
@@ -21,6 +20,7 @@ from safactory.sinks.dataelf.private import run_sandboxed
 from safactory.sinks.lance import LanceSink
 from safactory.streams.assembly import TrajectoryAssembler
 from safactory.streams.audit.mask import mask_text
+from safactory.tools.dataelf_job import JOB
 
 if shutil.which("bwrap") is None:  # pragma: no cover - CI installs bubblewrap
     pytest.skip("private mode needs bubblewrap", allow_module_level=True)

@@ -1,6 +1,6 @@
 """What DataElf's operators borrow, wired from the components (the auditor's masker and
 re-judging, the data-value scorer, the poisoning audit, diverse selection, MiniLM), and the
-private job as the sandbox runs it (``python -m safactory.cli.dataelf_job PLAN DB OUT``)."""
+private job as the sandbox runs it (``python -m safactory.tools.dataelf_job PLAN DB OUT``)."""
 
 from __future__ import annotations
 
