@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from ..infra.broker import BrokerError
+from ..infra.failures import unreachable_broker
 from ..infra.local import local_broker, uses_local_broker
 from ..infra.teardown import end_now, requested
 from ..infra.topics import create_topics, describe_topics, retention_text
@@ -152,11 +154,31 @@ def topics_list(as_json: JsonOption = False) -> None:
     console.print(table)
 
 
+BROKER_FIRST = (
+    "worker",
+    "gateway",
+    "import",
+    "train",
+    "replay",
+    "monitor",
+    "topics",
+    "simulate run",
+    "simulate worker",
+)
+"""Commands that need the broker: one line if it does not answer, before they load a model."""
+
+
 def main() -> None:
     """The ``safactory`` command; a worker command's process ends without the shared
     libraries' teardown (:mod:`..infra.teardown`)."""
     try:
+        words = " ".join(a for a in sys.argv[1:3] if not a.startswith("-"))
+        if words.startswith(BROKER_FIRST) and not {"--help", "-h"} & set(sys.argv):
+            if line := unreachable_broker(get_settings(), wait=words.startswith("worker")):
+                raise fail(line)
         app()
+    except typer.Exit as stopped:  # the one line was printed before the app ran
+        raise SystemExit(stopped.exit_code) from None
     except SystemExit as done:
         if requested() and (done.code is None or isinstance(done.code, int)):
             end_now(done.code or 0)

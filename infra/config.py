@@ -61,6 +61,12 @@ class Settings(BaseSettings):
         description="prefix of every catalogue topic name (a '.' is added when it ends "
         "in none of . _ -)",
     )
+    broker_wait_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="how long a starting worker waits for an unreachable broker (a broker or "
+        "cluster restarting) before it gives up with one line",
+    )
     default_partitions: int = 3
     client_id: str = "safactory"
     group_session_timeout_ms: int = Field(

@@ -3,6 +3,8 @@ one), or the ``SF_*`` variable or config-file field that is wrong, and why."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import re
 import tomllib
@@ -12,6 +14,7 @@ from pydantic import ValidationError
 
 from ..schemas.headers import shown
 from . import config
+from .topics import wait_for_broker
 
 _UNPARSED_FIELD = re.compile(r'error parsing value for field "(\w+)"')
 """pydantic-settings' message when an ``SF_*`` variable of a structured field is no JSON."""
@@ -29,6 +32,21 @@ def broker_failure(exc: BaseException, bootstrap: str) -> str:
             "start one with `safactory broker up`, or point SF_KAFKA_BOOTSTRAP at yours"
         )
     return f"{type(exc).__name__}: {exc}"
+
+
+def unreachable_broker(settings: config.Settings, wait: bool = False) -> str | None:
+    """The one line to stop on when the broker does not answer (None: it does), asked before
+    a command loads a model or opens a client; ``wait``: for ``settings.broker_wait_s``,
+    quietly, as a starting worker waits for a restarting broker."""
+    client_log = logging.getLogger("aiokafka")
+    level, client_log.level = client_log.level, logging.CRITICAL  # its retries say it again
+    try:
+        asyncio.run(wait_for_broker(settings, settings.broker_wait_s if wait else 0.0, quiet=True))
+    except UNREACHABLE as exc:
+        return broker_failure(exc, settings.kafka_bootstrap)
+    finally:
+        client_log.setLevel(level)
+    return None
 
 
 def settings_failure(exc: Exception) -> str:

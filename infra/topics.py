@@ -112,16 +112,14 @@ def admin_client(settings: Settings, name: str = "admin") -> AIOKafkaAdminClient
     )
 
 
-BROKER_WAIT_S = 60.0
-"""How long a starting worker waits for an unreachable broker (a broker restarting, a
-cluster's rolling restart) before it gives up with the connection error."""
-
-
-async def wait_for_broker(settings: Settings, wait_s: float = BROKER_WAIT_S) -> None:
-    """Return once the cluster answers; retry every 2 s for up to ``wait_s`` while it does
-    not (logged), then raise its ``KafkaConnectionError``."""
+async def wait_for_broker(
+    settings: Settings, wait_s: float | None = None, *, quiet: bool = False
+) -> None:
+    """Return once the cluster answers; retry every 2 s for up to ``wait_s`` (default
+    ``settings.broker_wait_s``) while it does not (logged unless ``quiet``), then raise its
+    ``KafkaConnectionError``."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
+    deadline = loop.time() + (settings.broker_wait_s if wait_s is None else wait_s)
     while True:
         admin = admin_client(settings)
         try:
@@ -130,12 +128,13 @@ async def wait_for_broker(settings: Settings, wait_s: float = BROKER_WAIT_S) -> 
         except KafkaConnectionError as exc:
             if loop.time() >= deadline:
                 raise
-            log.warning(
-                "broker %s not reachable (%s); retrying for up to %.0f s more",
-                settings.kafka_bootstrap,
-                exc,
-                deadline - loop.time(),
-            )
+            if not quiet:
+                log.warning(
+                    "broker %s not reachable (%s); retrying for up to %.0f s more",
+                    settings.kafka_bootstrap,
+                    exc,
+                    deadline - loop.time(),
+                )
             await asyncio.sleep(2.0)
         finally:
             await admin.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 from aiokafka.errors import KafkaConnectionError
 
@@ -34,3 +35,34 @@ def test_a_command_against_a_closed_port_fails_in_one_line_without_a_traceback()
     assert done.returncode == 1
     assert "cannot reach the Kafka broker at 127.0.0.1:1" in said
     assert "Traceback" not in done.stderr
+
+
+def test_commands_that_need_the_broker_say_so_in_one_line_before_loading_anything() -> None:
+    env = {
+        **os.environ,
+        "SF_KAFKA_BOOTSTRAP": "127.0.0.1:1",
+        "SF_BROKER_WAIT_S": "3",  # a worker waits this long for a restarting broker
+        "COLUMNS": "1000",  # one line is one line, not wrapped at 80
+    }
+    for command in (
+        ["simulate", "run", "--env", "os"],
+        ["gateway", "--upstream", "http://127.0.0.1:9/v1"],
+        ["worker", "audit"],
+        ["import", "--help"],  # help needs no broker
+    ):
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "safactory.cli.main", *command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if command[-1] == "--help":
+            assert done.returncode == 0 and "Usage" in done.stdout
+            continue
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 1, (command, done.stderr[-1500:])
+        assert len(lines) == 1 and "cannot reach the Kafka broker at 127.0.0.1:1" in lines[0]
+        assert "safactory broker up" in lines[0] and done.stdout == ""
+        assert time.monotonic() - started < 30  # no model was loaded first
