@@ -13,21 +13,38 @@ import typer
 from rich.table import Table
 
 from ..infra.terminal import visible
-from ..tools.importers import FORMATS, ImportFormatError, iter_entries, iter_steps, readable_records
+from ..tools.importers import (
+    FORMATS,
+    ImportFormatError,
+    detect_format,
+    iter_entries,
+    iter_steps,
+    readable_records,
+)
 from .errors import console, err, fail, failing, get_settings
 from .options import CheckersOption, DbOption, JudgeTimeoutOption, lance_location
 
 FormatOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--format",
         "-f",
-        help=f"input format: {' | '.join(FORMATS)} (fields and examples: docs/AUDIT_FORMATS.md)",
+        help=f"input format: {' | '.join(FORMATS)} (default: told from the first record; fields "
+        "and examples: docs/AUDIT_FORMATS.md)",
     ),
 ]
 StrictOption = Annotated[
     bool, typer.Option("--strict", help="stop at the first unreadable record, not skip it")
 ]
+
+
+def _format(path: Path, fmt: str | None) -> str:
+    """``--format``, else the format ``path``'s first record shows (said on stderr)."""
+    if fmt is None:
+        with failing(ImportFormatError):
+            fmt = detect_format(path)
+        err.print(f"format: {fmt} (told from the first record; --format to choose)")
+    return fmt
 
 
 def _say_skipped(reasons: list[str], skipped: int = 0, total: int = 0) -> None:
@@ -43,7 +60,7 @@ def _say_skipped(reasons: list[str], skipped: int = 0, total: int = 0) -> None:
 
 def audit(
     path: Annotated[Path | None, typer.Argument(help="trace file, or a folder of them")] = None,
-    fmt: FormatOption = "rjudge",
+    fmt: FormatOption = None,
     out: Annotated[
         Path | None,
         typer.Option("--out", "-o", help="write one JSON line per record here (default: stdout)"),
@@ -94,6 +111,7 @@ def audit(
         return
     if path is None:
         raise fail("missing PATH: the trace file or folder to audit")
+    fmt = _format(path, fmt)  # before any model loads
     with failing(ValueError):  # the chosen checkers, and the judge tier SF_AUDIT_JUDGE_URL names
         engine = configured_engine(checkers, judge_timeout)
     with failing(ImportFormatError):
@@ -148,13 +166,13 @@ def audit(
 
 def import_traces(
     path: Annotated[Path, typer.Argument(help="trace file, or a folder of them")],
-    fmt: FormatOption = "rjudge",
+    fmt: FormatOption = None,
     strict: StrictOption = False,
 ) -> None:
     """Publish recorded traces as step events to the steps topic (replay through the
     live path: `safactory worker audit` then judges them like live agent steps)."""
     with failing(ImportFormatError):
-        records, skipped = readable_records(path, fmt, strict=strict)
+        records, skipped = readable_records(path, _format(path, fmt), strict=strict)
     _say_skipped([e.reason for e in skipped], len(skipped), len(records) + len(skipped))
     steps = list(iter_steps(records))
 

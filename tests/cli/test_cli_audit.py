@@ -89,8 +89,10 @@ def test_audit_errors_name_the_problem(tmp_path: Path) -> None:
     bad.write_text('{"not": "a list"}')
     result = CliRunner().invoke(app, ["audit", str(bad), "--format", "rjudge"])
     assert result.exit_code == 1 and "expected a JSON list" in result.output
-    result = CliRunner().invoke(app, ["audit", str(bad), "--checkers", "nope"])
+    result = CliRunner().invoke(app, ["audit", str(bad), "-f", "rjudge", "--checkers", "nope"])
     assert result.exit_code == 1 and "unknown checker" in result.output
+    result = CliRunner().invoke(app, ["audit", str(bad)])  # no --format: told, or asked for
+    assert result.exit_code == 1 and "pass --format" in result.output
 
 
 @pytest.mark.integration

@@ -481,3 +481,27 @@ def test_rjudge_records_without_an_id_never_share_one_with_another_record(tmp_pa
     ids = [entry.id for entry in read_entries(path, "rjudge")]
     assert ids == ["mixed.json:0", "0", "mixed.json:2"]
     assert len(set(ids)) == 3
+
+
+def test_the_format_is_told_from_the_first_record_when_not_given(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    from safactory.tools.importers import ImportFormatError, detect_format
+
+    traces = shared_data / "audit/trajectories"
+    told = {d.name: detect_format(d) for d in sorted(traces.iterdir()) if d.is_dir()}
+    assert told["rjudge"] == "rjudge" and told["agentdojo"] == "agentdojo"
+    assert told["agentleak"] == "agentleak"
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    (tmp_path / "one.json").write_text(json.dumps(chat))  # one trajectory, as its message list
+    (tmp_path / "many.jsonl").write_text(json.dumps({"id": "a", "messages": chat}) + "\n")
+    (tmp_path / "spans.json").write_text(json.dumps({"resourceSpans": []}))
+    (tmp_path / "odd.jsonl").write_text(json.dumps({"prompt": "x", "completion": "y"}) + "\n")
+    assert (
+        detect_format(tmp_path / "one.json") == detect_format(tmp_path / "many.jsonl") == "openai"
+    )
+    assert detect_format(tmp_path / "spans.json") == "otel"
+    for path in (tmp_path / "odd.jsonl", tmp_path / "missing.json"):
+        with pytest.raises(ImportFormatError, match=r"--format|no such file"):
+            detect_format(path)
+    assert read_records(tmp_path / "many.jsonl", detect_format(tmp_path / "many.jsonl"))

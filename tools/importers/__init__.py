@@ -9,11 +9,13 @@ worker judge them with the same engine.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ...schemas.headers import shown
 from .formats import chat_steps, iter_steps
+from .jsonstream import Bad, items, lines
 from .records import (
     IMPORTERS,
     AuditRecord,
@@ -31,6 +33,7 @@ __all__ = [
     "ImportFormatError",
     "SkippedRecord",
     "chat_steps",
+    "detect_format",
     "formats",
     "iter_entries",
     "iter_steps",
@@ -101,3 +104,39 @@ def readable_records(
             skipped[0].reason if strict else "; ".join(e.reason for e in skipped)
         )
     return [e for e in entries if isinstance(e, AuditRecord)], skipped
+
+
+SHAPES: tuple[tuple[str, Callable[[dict[str, Any]], bool]], ...] = (
+    ("rjudge", lambda r: "contents" in r),
+    ("otel", lambda r: "resourceSpans" in r),
+    ("agentleak", lambda r: "llm_calls" in r or "channel_messages" in r),
+    ("agentdojo", lambda r: isinstance(r.get("metadata"), dict) and "messages" not in r),
+    ("agentdojo", lambda r: "suite_name" in (r.get("metadata") or {})),
+    ("openai", lambda r: "messages" in r or "role" in r),
+    ("openhands", lambda r: bool(r.keys() & {"events", "history", "action", "observation"})),
+    ("generic", lambda r: bool(r.keys() & {"steps", "turns"})),
+)
+"""Each format by the keys of a file's first record, most particular first."""
+
+
+def detect_format(path: Path) -> str:
+    """The format of ``path`` (a file, or the first trace file of a folder) from its first
+    record's keys; :class:`ImportFormatError` says what it holds and to pass ``--format``."""
+    if not path.exists():
+        raise ImportFormatError(f"{path}: no such file or directory")
+    files = [path] if path.is_file() else sorted(path.rglob("*.json*")) if path.is_dir() else []
+    first = next(
+        (v for f in files[:1] for _, v in (lines(f) if f.suffix == ".jsonl" else items(f))), None
+    )
+    if isinstance(first, list) and first:  # one trajectory given as its list of items
+        first = first[0]
+    if isinstance(first, dict):
+        for fmt, fits in SHAPES:
+            if fits(first):
+                return fmt
+    what = "no JSON record" if first is None or isinstance(first, Bad) else type(first).__name__
+    raise ImportFormatError(
+        f"{path}: its format could not be told from its first record ({what}, keys "
+        f"{sorted(first)[:8] if isinstance(first, dict) else '-'}); pass --format, one of "
+        f"{', '.join(IMPORTERS.items())} (docs/AUDIT_FORMATS.md)"
+    )
