@@ -16,6 +16,7 @@ import typer
 from ..infra import listen
 from ..infra.listen import MAX_BODY
 from . import serve as web
+from .errors import fail
 from .options import AllowHostOption, HostOption, MaxBodyOption, PortOption
 
 
@@ -24,7 +25,7 @@ def model_server(
         Path,
         typer.Argument(
             help="a weight-store version folder, or the store's <weight_dir>/<policy>/current "
-            "link (resolved at every reload); it may not exist yet"
+            "link (resolved at every reload; with its store there, it may not exist yet)"
         ),
     ],
     host: HostOption = "127.0.0.1",
@@ -51,11 +52,20 @@ def model_server(
     ] = None,
     allow_host: AllowHostOption = None,
     max_body: MaxBodyOption = MAX_BODY,
+    wait: Annotated[
+        bool, typer.Option(help="start even where SOURCE's store does not exist yet")
+    ] = False,
 ) -> None:
     """Serve SOURCE at http://HOST:PORT/v1 (chat completions, models with the served
     revision, reload by POST /collective_rpc). Prints its address once it listens."""
     from ..agents.policies.serve_local import ModelServer
 
+    if not (wait or source.exists() or source.parent.is_dir()):
+        raise fail(
+            f"{source}: no such folder, nor its store {source.parent}: train a policy first "
+            "(`safactory train` writes <weight_dir>/<policy>/current), give a Hugging Face "
+            "folder with --version N, or start before the trainer with --wait"
+        )
     web.check_exposure(host, token, "SF_MODEL_SERVER_TOKEN")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     sock = web.listen_socket(host, port)

@@ -66,3 +66,18 @@ def test_commands_that_need_the_broker_say_so_in_one_line_before_loading_anythin
         assert len(lines) == 1 and "cannot reach the Kafka broker at 127.0.0.1:1" in lines[0]
         assert "safactory broker up" in lines[0] and done.stdout == ""
         assert time.monotonic() - started < 30  # no model was loaded first
+
+
+def test_a_model_server_on_a_store_that_does_not_exist_stops_with_one_line(tmp_path) -> None:
+    env = {**os.environ, "COLUMNS": "1000"}
+    done = subprocess.run(
+        [sys.executable, "-m", "safactory.cli.main", "model-server", "weights/p/current"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr[-1500:]
+    assert "weights/p/current: no such folder" in lines[0] and "--wait" in lines[0]

@@ -96,7 +96,7 @@ async def test_only_confirmed_versions_are_announced_and_steps_carry_the_served_
     weights = tmp_path / "w"
     token = "version-truth-" + "t" * 16  # the reload drill needs the server's token
     log = tmp_path / "server.log"
-    with model_server(weights / "toy" / "current", "toy", log, token=token) as base:
+    with model_server(weights / "toy" / "current", "toy", log, "--wait", token=token) as base:
         http = httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"})
         assert (await http.get("/v1/models")).json()["data"] == []  # nothing published yet
         cfg = TrainerConfig.model_validate(
