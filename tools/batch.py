@@ -18,6 +18,7 @@ from ..streams.audit.engine import FIRED, AuditEngine, StepAudit, TrajectoryResu
 from ..streams.audit.explain import Explanation, explain
 from ..streams.audit.memory import QUIET_PRIOR, case_vector, combine
 from ..streams.audit.text import trajectory_text
+from ..streams.audit.user_rules import ALLOW
 from .importers import AuditRecord, ImportFormatError, SkippedRecord
 
 if TYPE_CHECKING:  # lancedb loads only when labels are used
@@ -37,7 +38,7 @@ def explained(record: AuditRecord, audits: list[StepAudit]) -> list[Explanation]
     return [
         explain(audit, record.steps[:index])
         for index, audit in enumerate(audits)
-        if any(v.decision in FIRED for v in audit.verdicts)
+        if any(v.decision in FIRED or v.checker == ALLOW for v in audit.verdicts)
     ]
 
 

@@ -24,6 +24,7 @@ from . import registry
 from .api import Checker, Finding, RiskType
 from .calibration import Calibration, default_calibration
 from .judge_tier import JudgeConfig, JudgeTier, render_case
+from .user_rules import UserRules
 from .view import EpisodeView
 
 ENGINE_NAME = "safactory.audit"
@@ -117,6 +118,7 @@ class AuditEngine:
         policy: Policy | None = None,
         judge_timeout_s: float = 2.0,
         judge: JudgeTier | None = None,
+        rules: UserRules | None = None,
     ) -> None:
         names = [c.name for c in checkers]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -128,6 +130,8 @@ class AuditEngine:
         """How long an ``async`` checker may take."""
         self.judge = judge
         """The judge tier: decides the steps whose findings stayed uncertain."""
+        self.rules = rules
+        """The deployment's own allow and deny rules, asked before any checker."""
         tiers: dict[Tier, list[Checker]] = {
             "step": [c for c in self.checkers if c.kind not in DEEP_KINDS],
             "end": [c for c in self.checkers if c.kind in DEEP_KINDS],
@@ -154,6 +158,11 @@ class AuditEngine:
         with ``fast_only`` (the reason, e.g. "worker 40 s behind"), only the fast tier;
         ``final``: ``step`` is the last of its episode."""
         view = EpisodeView(step, list(context), final=final)
+        if self.rules is not None and (rule := self.rules.rule_on(view)) is not None:
+            ruled = self.rules.verdict(rule, view, ENGINE_NAME, ENGINE_VERSION)
+            audit = self._summarise(step, [ruled], tier)
+            audit.summary = audit.summary.model_copy(update={"reason": ruled.reason})
+            return audit
         checkers, preparing = self._tiers[tier]
         verdicts: list[Verdict] = []
         if fast_only is not None:
@@ -384,7 +393,10 @@ def configured_engine(
     try:
         config = JudgeConfig.from_env()
         judge = JudgeTier(config) if config is not None else None
-        engine = AuditEngine(registry.create(names), judge_timeout_s=judge_timeout_s, judge=judge)
+        rules = UserRules.from_env()
+        engine = AuditEngine(
+            registry.create(names), judge_timeout_s=judge_timeout_s, judge=judge, rules=rules
+        )
     except (registry.RegistryError, FileNotFoundError) as exc:
         raise ValueError(str(exc)) from exc
     if threads is not None and any(c.kind == "model" for c in engine.checkers):

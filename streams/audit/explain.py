@@ -17,6 +17,7 @@ from typing import Any
 from ...schemas import Step, Verdict
 from .engine import FIRED, StepAudit
 from .judgement import judged_call
+from .user_rules import ALLOW
 from .view import EpisodeView
 
 
@@ -119,7 +120,7 @@ def explain(audit: StepAudit, context: list[Step]) -> Explanation:
         harm=found.harm,
         who_asked=found.who_asked,
         outcome=found.outcome,
-        findings=[_finding(v) for v in audit.verdicts if v.decision in FIRED],
+        findings=[_finding(v) for v in audit.verdicts if v.decision in FIRED or v.checker == ALLOW],
     )
 
 

@@ -24,6 +24,7 @@ from . import registry
 from .engine import AuditEngine, Policy
 from .processor import alert_of
 from .text import message_text
+from .user_rules import UserRules
 
 GUARD_NAME = "safactory.audit.guard"
 FAST_KINDS = ("rule", "heuristic")
@@ -44,7 +45,12 @@ class AuditGuard:
     def __init__(self, engine: AuditEngine | None = None, budget_ms: float = 50.0) -> None:
         if engine is None:
             fast = [c for c in registry.create() if c.kind in FAST_KINDS]
-            engine = AuditEngine(fast, policy=Policy(), judge_timeout_s=budget_ms / 1000.0)
+            engine = AuditEngine(
+                fast,
+                policy=Policy(),
+                judge_timeout_s=budget_ms / 1000.0,
+                rules=UserRules.from_env(),  # the deployment's own rules, before any checker
+            )
         self.engine = engine
         self.budget_ms = budget_ms
 
