@@ -72,6 +72,8 @@ from .conversations import (
 
 log = logging.getLogger(__name__)
 OVERHEAD_HEADER = "x-sf-gateway-ms"
+VERDICT_HEADER = "x-sf-verdict"
+"""``block`` on a reply the gateway refused (else ``allow``): the signal in every API."""
 """Response header: milliseconds the gateway itself spent on the call (all but the
 upstream's time): finding the episode, judging, publishing with the broker's ack."""
 GATEWAY_POLICY = "gateway"
@@ -122,7 +124,9 @@ FINAL_ANSWER_TOOL = "final_answer"
 def refused(reason: str, tools: Any) -> dict[str, Any]:
     """The assistant message that replaces a refused reply: the refusal as text, or as the
     answer of the agent's own final-answer tool when it offers one (its loop ends only
-    through that tool; a text reply would be retried as a malformed one)."""
+    through that tool; a text reply would be retried as a malformed one). Either way the
+    message's ``refusal`` field (the Chat Completions API's own) holds it too, so code can
+    tell a block from an answer without reading the text."""
     for tool in tools if isinstance(tools, list) else ():
         function = tool.get("function") if isinstance(tool, dict) else None
         if isinstance(function, dict) and function.get("name") == FINAL_ANSWER_TOOL:
@@ -133,9 +137,10 @@ def refused(reason: str, tools: Any) -> dict[str, Any]:
             return {
                 "role": "assistant",
                 "content": None,
+                "refusal": refusal(reason),
                 "tool_calls": [{**tool_call, "function": call}],
             }
-    return {"role": "assistant", "content": refusal(reason)}
+    return {"role": "assistant", "content": refusal(reason), "refusal": refusal(reason)}
 
 
 NAME_LIMITS = {EPISODE_HEADER: 120, ENV_HEADER: 64, TASK_HEADER: 128}
@@ -425,7 +430,7 @@ class Gateway:
         started: float,
     ) -> Answered:
         why = f"the episode was halted ({control.reason if control else 'control'})"
-        message = {"role": "assistant", "content": refusal(why)}
+        message = {"role": "assistant", "content": refusal(why), "refusal": refusal(why)}
         completion = _completion(str(body.get("model") or GATEWAY_POLICY), message, "stop")
         episode = conversation.episode_id
         await self.end(episode, Outcome.HALTED, halted_by=control.verdict_ids if control else [])
@@ -590,6 +595,7 @@ def _reply(answered: Answered, content: Any, status_code: int = 200) -> Response
     headers = {
         EPISODE_HEADER: answered.episode_id,
         OVERHEAD_HEADER: f"{max(0.0, answered.total_ms - answered.upstream_ms):.3f}",
+        VERDICT_HEADER: "block" if answered.blocked else "allow",
     }
     if isinstance(content, dict):
         return JSONResponse(content, status_code=status_code, headers=headers)

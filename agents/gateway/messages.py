@@ -6,7 +6,8 @@ block the assistant's tool call (its ``input`` as JSON arguments), a ``tool_resu
 the tool's message, tools become chat function tools. The chat reply comes back as a
 ``message`` with ``text`` and ``tool_use`` blocks (a ``tool_use`` id is the chat call's id,
 so the next call's transcript matches the episode's). A refused call is a ``text`` block
-with the refusal and ``stop_reason: end_turn``: the agent's loop ends its turn on it.
+with the refusal and ``stop_reason: refusal`` (the API's own): the agent's loop ends its
+turn on it, and code can tell it from an answer.
 
 Nothing here does I/O.
 """
@@ -163,7 +164,11 @@ def from_chat(completion: dict[str, Any], body: dict[str, Any]) -> dict[str, Any
         "role": "assistant",
         "model": completion.get("model") or body.get("model"),
         "content": content,
-        "stop_reason": "tool_use" if message.get("tool_calls") else stop,
+        "stop_reason": "tool_use"
+        if message.get("tool_calls")
+        else "refusal"
+        if message.get("refusal")
+        else stop,
         "stop_sequence": None,
         "usage": {
             "input_tokens": int(usage.get("prompt_tokens") or 0),

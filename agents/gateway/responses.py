@@ -6,7 +6,8 @@ publishes (:meth:`.app.Gateway.complete`): ``instructions`` become the system me
 ``function_call_output`` the tool's result), function tools become chat tools. The chat
 reply comes back as a ``response`` object: a ``message`` item for text, a ``function_call``
 item per tool call (its ``call_id`` is the chat call's id, so the next call's transcript
-matches the episode's). A refused call is a ``message`` item with the refusal: the agent's
+matches the episode's). A refused call is a ``message`` item with the refusal (as text, and
+as the API's own ``refusal`` content part, for code that tells a block from an answer): the agent's
 run ends with it as the final output.
 
 ``previous_response_id`` chains a call to one answered here: :class:`ResponseStore` keeps
@@ -192,7 +193,12 @@ def from_chat(completion: dict[str, Any], body: dict[str, Any], response_id: str
                 "status": "completed",
                 "role": "assistant",
                 "content": [
-                    {"type": "output_text", "text": _text(message["content"]), "annotations": []}
+                    {"type": "output_text", "text": _text(message["content"]), "annotations": []},
+                    *(
+                        [{"type": "refusal", "refusal": message["refusal"]}]
+                        if message.get("refusal")
+                        else []
+                    ),
                 ],
             }
         )
@@ -267,6 +273,13 @@ def events(response: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield event("response.output_text.done", **at, content_index=0, text=text)
             part = item["content"][0]
             yield event("response.content_part.done", **at, content_index=0, part=part)
+            for index_, part in enumerate(item["content"][1:], 1):  # the refusal, if any
+                said = part["refusal"]
+                empty = {"type": "refusal", "refusal": ""}
+                yield event("response.content_part.added", **at, content_index=index_, part=empty)
+                yield event("response.refusal.delta", **at, content_index=index_, delta=said)
+                yield event("response.refusal.done", **at, content_index=index_, refusal=said)
+                yield event("response.content_part.done", **at, content_index=index_, part=part)
         else:
             arguments = item["arguments"]
             started = {**item, "status": "in_progress", "arguments": ""}

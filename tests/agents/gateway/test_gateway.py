@@ -138,12 +138,14 @@ async def test_a_planted_order_is_refused_before_the_agent_loop_runs_it(
             {"role": "system", "content": "You are a coding assistant with tools."},
             {"role": "user", "content": "Summarise the release notes in notes/RELEASE.md."},
         ]
-        replies = []
+        replies, verdicts = [], []
         for _ in range(4):  # a small agent loop: call tools until the model answers in text
-            reply = (
-                await client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
-            ).choices[0]
+            raw = await client.chat.completions.with_raw_response.create(
+                model="m", messages=messages, tools=TOOLS
+            )
+            reply = raw.parse().choices[0]
             replies.append(reply)
+            verdicts.append(raw.headers["x-sf-verdict"])
             messages.append(reply.message.model_dump(exclude_none=True))
             if not reply.message.tool_calls:
                 break
@@ -153,6 +155,8 @@ async def test_a_planted_order_is_refused_before_the_agent_loop_runs_it(
 
     assert ran == ["read_file"]  # the planted command never reached the agent's tools
     assert "blocked" in replies[1].message.content and replies[1].finish_reason == "stop"
+    assert replies[1].message.refusal == replies[1].message.content  # the API's own field
+    assert verdicts[:2] == ["allow", "block"] and replies[0].message.refusal is None
     steps = await collect(topics, topics.topic("steps"), lambda r: len(r) >= 2, wait_s=30)
     decoded = sorted((codec.decode(r.value, r.headers) for r in steps), key=lambda s: s.step_index)
     assert len({s.episode_id for s in decoded}) == 1  # one episode, found by its transcript

@@ -4,8 +4,11 @@ call, and a task whose file plants an order, whose call the gateway refuses. The
 a scripted OpenAI-compatible server (a real HTTP server) that calls the tools it is offered.
 
 Each framework completes its loop; the refused call never reaches the agent's tools and
-ends its run with the refusal as the answer; each run is one episode (found by header-less
-transcript, by ``previous_response_id``, or by the call ids a client writes back as text).
+ends its run with the refusal as the answer, which the SDK's own objects mark as a refusal
+(Chat Completions' ``message.refusal``, the Responses API's refusal content part, Anthropic's
+``stop_reason: refusal``; the Agents SDK raises its ``ModelRefusalError``); each run is one
+episode (found by header-less transcript, by ``previous_response_id``, or by the call ids a
+client writes back as text).
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ CHAT_TOOLS = [
 ]
 
 
-async def openai_chat(base: str, task: str, tools: Tools) -> str:
+async def openai_chat(base: str, task: str, tools: Tools) -> Ran:
     """The ``openai`` client's chat completions in a plain tool loop."""
     import openai
 
@@ -108,14 +111,20 @@ async def openai_chat(base: str, task: str, tools: Tools) -> str:
         message = reply.choices[0].message
         messages.append(message.model_dump(exclude_none=True))
         if not message.tool_calls:
-            return message.content or ""
+            return message.content or "", message.refusal is not None
         for call in message.tool_calls:
             output = tools.run(call.function.name, json.loads(call.function.arguments))
             messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
-    return ""
+    return "", False
 
 
-async def openai_responses(base: str, task: str, tools: Tools) -> str:
+def _refusal_part(output: list[Any]) -> bool:
+    """A Responses ``output`` holds the API's own refusal content part."""
+    parts = [p for item in output if item.type == "message" for p in item.content]
+    return any(p.type == "refusal" for p in parts)
+
+
+async def openai_responses(base: str, task: str, tools: Tools) -> Ran:
     """The ``openai`` client's Responses API: the first call streamed, the next ones
     chained by ``previous_response_id`` with only the tool outputs."""
     import openai
@@ -131,7 +140,7 @@ async def openai_responses(base: str, task: str, tools: Tools) -> str:
     for _ in range(4):
         calls = [item for item in response.output if item.type == "function_call"]
         if not calls:
-            return response.output_text
+            return response.output_text, _refusal_part(response.output)
         outputs = [
             {
                 "type": "function_call_output",
@@ -143,10 +152,10 @@ async def openai_responses(base: str, task: str, tools: Tools) -> str:
         response = await client.responses.create(
             model="m", previous_response_id=response.id, input=outputs, tools=specs
         )
-    return ""
+    return "", False
 
 
-def _openai_agents() -> tuple[Any, Any, Any]:
+def _openai_agents() -> tuple[Any, Any, Any, type[Exception]]:
     """The Agents SDK's ``agents`` module, not this repository's ``agents/`` folder (which
     ``python -m pytest`` puts first on the path, from the working directory)."""
     root = {"", ".", os.getcwd(), str(Path(__file__).parents[3])}
@@ -156,13 +165,13 @@ def _openai_agents() -> tuple[Any, Any, Any]:
         sdk = importlib.import_module("agents")
     finally:
         sys.path[:] = saved
-    return sdk.Agent, sdk.Runner, sdk.function_tool
+    return sdk.Agent, sdk.Runner, sdk.function_tool, sdk.exceptions.ModelRefusalError
 
 
-async def openai_agents(base: str, task: str, tools: Tools) -> str:
+async def openai_agents(base: str, task: str, tools: Tools) -> Ran:
     """The OpenAI Agents SDK's ``Runner`` with its default model (the Responses API),
     configured only by ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``."""
-    Agent, Runner, function_tool = _openai_agents()
+    Agent, Runner, function_tool, ModelRefusalError = _openai_agents()
 
     @function_tool
     def read_file(path: str) -> str:
@@ -175,8 +184,11 @@ async def openai_agents(base: str, task: str, tools: Tools) -> str:
         return tools.run_shell(command)
 
     agent = Agent(name="assistant", instructions=INSTRUCTIONS, tools=[read_file, run_shell])
-    result = await Runner.run(agent, task)
-    return str(result.final_output)
+    try:
+        result = await Runner.run(agent, task)
+    except ModelRefusalError as refused:  # the SDK's own signal for a refusal part
+        return str(refused), True
+    return str(result.final_output), _refusal_part(result.raw_responses[-1].output)
 
 
 def _langchain_tools(tools: Tools) -> list[Any]:
@@ -195,7 +207,7 @@ def _langchain_tools(tools: Tools) -> list[Any]:
     return [read_file, run_shell]
 
 
-async def langgraph_react(base: str, task: str, tools: Tools, **chat: Any) -> str:
+async def langgraph_react(base: str, task: str, tools: Tools, **chat: Any) -> Ran:
     """A LangGraph ReAct agent on ``langchain-openai``'s ``ChatOpenAI`` (its defaults,
     or ``chat``'s settings)."""
     from langchain_openai import ChatOpenAI
@@ -204,18 +216,22 @@ async def langgraph_react(base: str, task: str, tools: Tools, **chat: Any) -> st
     llm = ChatOpenAI(model="m", base_url=base, api_key="sk-local", **chat)
     agent = create_react_agent(llm, _langchain_tools(tools))
     out = await agent.ainvoke({"messages": [("user", task)]})
-    content = out["messages"][-1].content
+    last = out["messages"][-1]
+    content, refused = last.content, bool(last.additional_kwargs.get("refusal"))
     if isinstance(content, list):  # the Responses API's content blocks
+        refused = refused or any(
+            isinstance(b, dict) and b.get("type") == "refusal" for b in content
+        )
         content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
-    return str(content)
+    return str(content), refused
 
 
-async def langgraph_react_responses(base: str, task: str, tools: Tools) -> str:
+async def langgraph_react_responses(base: str, task: str, tools: Tools) -> Ran:
     """The same agent with ``use_responses_api=True``."""
     return await langgraph_react(base, task, tools, use_responses_api=True)
 
 
-async def anthropic_messages(base: str, task: str, tools: Tools) -> str:
+async def anthropic_messages(base: str, task: str, tools: Tools) -> Ran:
     """The ``anthropic`` client's Messages API in a tool loop, the first call streamed."""
     import anthropic
 
@@ -233,7 +249,8 @@ async def anthropic_messages(base: str, task: str, tools: Tools) -> str:
         said = [b.model_dump() for b in message.content]
         messages.append({"role": "assistant", "content": said})
         if message.stop_reason != "tool_use":
-            return "".join(b.text for b in message.content if b.type == "text")
+            text = "".join(b.text for b in message.content if b.type == "text")
+            return text, message.stop_reason == "refusal"
         results = [
             {"type": "tool_result", "tool_use_id": b.id, "content": tools.run(b.name, b.input)}
             for b in message.content
@@ -243,10 +260,10 @@ async def anthropic_messages(base: str, task: str, tools: Tools) -> str:
         message = await client.messages.create(
             model="claude-local", max_tokens=512, tools=specs, messages=messages
         )
-    return ""
+    return "", False
 
 
-async def smolagents_tool_calling(base: str, task: str, tools: Tools) -> str:
+async def smolagents_tool_calling(base: str, task: str, tools: Tools) -> Ran:
     """A smolagents ``ToolCallingAgent`` on ``OpenAIServerModel`` (it writes earlier tool
     calls back as text, with their ids)."""
     from smolagents import OpenAIServerModel, ToolCallingAgent, tool
@@ -271,10 +288,14 @@ async def smolagents_tool_calling(base: str, task: str, tools: Tools) -> str:
 
     llm = OpenAIServerModel(model_id="m", api_base=base, api_key="sk-local")
     agent = ToolCallingAgent(tools=[read_file, run_shell], model=llm, max_steps=4)
-    return str(await asyncio.to_thread(agent.run, task))
+    answer = str(await asyncio.to_thread(agent.run, task))
+    raw = agent.memory.steps[-1].model_output_message.raw  # the last completion, as parsed
+    return answer, raw.choices[0].message.refusal is not None
 
 
-Runner = Callable[[str, str, Tools], Awaitable[str]]
+Ran = tuple[str, bool]
+"""A run's final answer, and whether the SDK's own objects say it ended on a refusal."""
+Runner = Callable[[str, str, Tools], Awaitable[Ran]]
 FRAMEWORKS: list[Runner] = [
     openai_chat,
     openai_responses,
@@ -298,11 +319,12 @@ async def test_a_framework_at_its_defaults_runs_its_loop_and_sees_a_refusal(
         monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
         monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")  # GATEWAY.md says why
         safe_tools, planted_tools = Tools(), Tools()
-        answer = await framework(base, SAFE, safe_tools)
-        refused = await framework(base, PLANTED, planted_tools)
+        answer, answer_refused = await framework(base, SAFE, safe_tools)
+        refused, signalled = await framework(base, PLANTED, planted_tools)
 
-    assert SUMMARY in answer and safe_tools.ran == ["read_file"]
+    assert SUMMARY in answer and safe_tools.ran == ["read_file"] and not answer_refused
     assert "blocked" in refused and planted_tools.ran == ["read_file"]  # never ran the order
+    assert signalled  # the block is in the SDK's own refusal field, not only in the text
     records = await collect(
         topics, topics.topic("steps"), lambda r: sum(b"run_shell" in x.value for x in r), wait_s=30
     )
