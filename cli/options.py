@@ -114,8 +114,8 @@ CheckersOption = Annotated[
     str | None,
     typer.Option(
         "--checkers",
-        help="comma-separated checker names (default: every checker on by default; "
-        "see `safactory audit --list-checkers`)",
+        help="comma-separated checker names (default: every checker on by default; -NAME "
+        "leaves one out; see `safactory audit --list-checkers`)",
     ),
 ]
 JudgeTimeoutOption = Annotated[float, typer.Option(help="seconds an async checker may take")]

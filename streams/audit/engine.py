@@ -386,10 +386,18 @@ class AuditEngine:
 def configured_engine(
     checkers: str | None = None, judge_timeout_s: float = 2.0, threads: int | None = None
 ) -> AuditEngine:
-    """The comma-separated ``checkers`` (None: the defaults), with the judge tier when
-    ``SF_AUDIT_JUDGE_URL`` names one; ``threads`` for its model checkers' encoders.
-    ``ValueError`` says what cannot be built (an unknown checker, missing weights)."""
-    names = [n.strip() for n in checkers.split(",") if n.strip()] if checkers else None
+    """The comma-separated ``checkers`` (None: the defaults; ``-NAME`` leaves one out of
+    the defaults, or of the names listed), with the judge tier when ``SF_AUDIT_JUDGE_URL``
+    names one, and the deployment's rules (``SF_AUDIT_RULES``); ``threads`` for its model
+    checkers' encoders. ``ValueError`` says what cannot be built (an unknown checker, missing
+    weights)."""
+    listed = [n.strip() for n in (checkers or "").split(",") if n.strip()]
+    names = [n for n in listed if not n.startswith("-")] or None
+    if without := {n[1:] for n in listed if n.startswith("-")}:
+        unknown = sorted(without - set(registry.available()))
+        if unknown:
+            raise ValueError(f"--checkers: no checker {', '.join(unknown)} to leave out")
+        names = [n for n in names or registry.default_names() if n not in without]
     try:
         config = JudgeConfig.from_env()
         judge = JudgeTier(config) if config is not None else None

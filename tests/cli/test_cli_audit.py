@@ -119,3 +119,18 @@ async def test_import_publishes_steps(topics: Settings, shared_data: Path, tmp_p
     steps = [codec.decode(m.value, m.headers) for m in records]
     assert len(steps) == expected
     assert all(isinstance(s, Step) and s.env.startswith("rjudge:") for s in steps)
+
+
+def test_checkers_minus_a_name_is_the_default_set_less_that_one(tmp_path: Path) -> None:
+    from safactory.streams.audit.engine import configured_engine
+    from safactory.streams.audit.registry import default_names
+
+    less = configured_engine("-harm.steered_action,-rule.pii")
+    assert [c.name for c in less.checkers] == [
+        n for n in default_names() if n not in ("harm.steered_action", "rule.pii")
+    ]
+    picked = configured_engine("rule.pii,rule.secrets,-rule.pii")
+    assert [c.name for c in picked.checkers] == ["rule.secrets"]
+    args = ["audit", str(tmp_path), "-f", "rjudge", "--checkers", "-rule.piii"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and "no checker rule.piii to leave out" in result.output
