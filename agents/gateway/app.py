@@ -284,6 +284,10 @@ class Gateway:
         conversation.tools = body.get("tools") or conversation.tools
         steps, published, reason = await self._judge(conversation, steps, handled)
         if reason is not None:
+            blocked = next((s for s in steps if s.blocked), steps[-1])
+            log.warning(  # a block is shown at the default level (GATEWAY.md)
+                "blocked episode %s step %d: %s", blocked.episode_id, blocked.step_index, reason
+            )
             message = refused(reason, body.get("tools"))
             finish = "tool_calls" if message.get("tool_calls") else "stop"
             choice = {**choice, "message": message, "finish_reason": finish}

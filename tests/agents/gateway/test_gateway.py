@@ -157,6 +157,8 @@ async def test_a_planted_order_is_refused_before_the_agent_loop_runs_it(
     assert "blocked" in replies[1].message.content and replies[1].finish_reason == "stop"
     assert replies[1].message.refusal == replies[1].message.content  # the API's own field
     assert verdicts[:2] == ["allow", "block"] and replies[0].message.refusal is None
+    said = (tmp_path / "gw.log").read_text()  # the block is logged at the default level
+    assert "blocked episode" in said and "step 1: harm.steered_action" in said
     steps = await collect(topics, topics.topic("steps"), lambda r: len(r) >= 2, wait_s=30)
     decoded = sorted((codec.decode(r.value, r.headers) for r in steps), key=lambda s: s.step_index)
     assert len({s.episode_id for s in decoded}) == 1  # one episode, found by its transcript
