@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from aiokafka.errors import KafkaConnectionError
 
@@ -22,15 +23,20 @@ def test_the_broker_hint_is_given_only_for_an_unreachable_broker() -> None:
     assert "broker" not in bad
 
 
-def test_a_command_against_a_closed_port_fails_in_one_line_without_a_traceback() -> None:
-    env = {**os.environ, "SF_KAFKA_BOOTSTRAP": "127.0.0.1:1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "safactory.cli.main", "topics", "list"],
-        env=env,
+def cli(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """``safactory ARGS`` in its own process, with ``env`` added to the environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "safactory.cli.main", *args],
+        cwd=cwd,
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_a_command_against_a_closed_port_fails_in_one_line_without_a_traceback() -> None:
+    done = cli("topics", "list", SF_KAFKA_BOOTSTRAP="127.0.0.1:1")
     said = " ".join(done.stderr.split())
     assert done.returncode == 1
     assert "cannot reach the Kafka broker at 127.0.0.1:1" in said
@@ -39,7 +45,6 @@ def test_a_command_against_a_closed_port_fails_in_one_line_without_a_traceback()
 
 def test_commands_that_need_the_broker_say_so_in_one_line_before_loading_anything() -> None:
     env = {
-        **os.environ,
         "SF_KAFKA_BOOTSTRAP": "127.0.0.1:1",
         "SF_BROKER_WAIT_S": "3",  # a worker waits this long for a restarting broker
         "COLUMNS": "1000",  # one line is one line, not wrapped at 80
@@ -51,13 +56,7 @@ def test_commands_that_need_the_broker_say_so_in_one_line_before_loading_anythin
         ["import", "--help"],  # help needs no broker
     ):
         started = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-m", "safactory.cli.main", *command],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = cli(*command, **env)
         if command[-1] == "--help":
             assert done.returncode == 0 and "Usage" in done.stdout
             continue
@@ -68,16 +67,10 @@ def test_commands_that_need_the_broker_say_so_in_one_line_before_loading_anythin
         assert time.monotonic() - started < 30  # no model was loaded first
 
 
-def test_a_model_server_on_a_store_that_does_not_exist_stops_with_one_line(tmp_path) -> None:
-    env = {**os.environ, "COLUMNS": "1000"}
-    done = subprocess.run(
-        [sys.executable, "-m", "safactory.cli.main", "model-server", "weights/p/current"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_a_model_server_on_a_store_that_does_not_exist_stops_with_one_line(
+    tmp_path: Path,
+) -> None:
+    done = cli("model-server", "weights/p/current", cwd=tmp_path, COLUMNS="1000")
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 1 and len(lines) == 1, done.stderr[-1500:]
     assert "weights/p/current: no such folder" in lines[0] and "--wait" in lines[0]
