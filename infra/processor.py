@@ -554,15 +554,17 @@ class _Running:
 
     # ------------------------------------------------------------------ timers
 
+    def _due(self, now: float) -> list[int]:
+        return [i for i, t in enumerate(self.p.timers) if now - self.last_tick[i] >= t.every_s]
+
     def timers_due(self) -> bool:
         """Whether a timer is due (:meth:`timers` would run one)."""
-        now = asyncio.get_running_loop().time()
-        return any(now - self.last_tick[i] >= t.every_s for i, t in enumerate(self.p.timers))
+        return bool(self._due(asyncio.get_running_loop().time()))
 
     async def timers(self) -> None:
         """Run the timers that are due, for the partitions that are caught up."""
         now = asyncio.get_running_loop().time()
-        due = [i for i, t in enumerate(self.p.timers) if now - self.last_tick[i] >= t.every_s]
+        due = self._due(now)
         if not due:
             return
         lags = await self.consumer.lag()
@@ -839,7 +841,11 @@ class Runtime:
             settling.cancel()
             running.consumer.stats.abandoned_batches += 1
             log.warning("%s: the last batch's acks did not come; it is read again", running.p.name)
-        await asyncio.gather(settling, return_exceptions=True)
+        (failed,) = await asyncio.gather(settling, return_exceptions=True)
+        if isinstance(failed, Exception):
+            log.warning(
+                "%s: the last batch did not settle (%r); it is read again", running.p.name, failed
+            )
 
     @staticmethod
     async def _one(
