@@ -99,6 +99,9 @@ def ask(
     if not yes and not typer.confirm("run it?"):
         raise typer.Exit(1)
     where = lance_location(db)
+    if not where.remote and not Path(where.uri).is_dir():
+        why = "the sink writes one (`safactory worker sink`); pass --db to read another"
+        raise fail(f"no LanceDB at {where.shown()}: {why}", code=2)
     limits = Limits(memory_limit, cpu_limit, output_limit)
     mask = mask_text if private else None
     with failing(PlanError, QueryError, code=2):

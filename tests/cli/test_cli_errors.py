@@ -74,3 +74,14 @@ def test_a_model_server_on_a_store_that_does_not_exist_stops_with_one_line(
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 1 and len(lines) == 1, done.stderr[-1500:]
     assert "weights/p/current: no such folder" in lines[0] and "--wait" in lines[0]
+
+
+def test_a_plan_run_on_a_lancedb_that_does_not_exist_stops_with_one_line(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"intent": "steps", "steps": [{"op": "select", "table": "steps"}]}')
+    done = cli(
+        "data", "ask", "--plan", str(plan), "--yes", "--db", str(tmp_path / "none"), COLUMNS="1000"
+    )
+    assert done.returncode == 2
+    assert f"no LanceDB at {tmp_path / 'none'}: the sink writes one" in done.stderr
+    assert "bwrap" not in done.stderr and "Traceback" not in done.stderr

@@ -1,82 +1,25 @@
 """Every command the docs show is one this checkout has: each ``safactory`` line of every
 shell block in README.md and docs/*.md is parsed by the CLI itself (the command exists, every
 option exists and takes its value, every checker named exists), every script and module a
-block runs exists, and the blocks that only show a shape say so with a reason.
-
-A block is marked with an HTML comment on the line before it:
-``<!-- doc: illustrative: REASON -->`` (placeholders, another machine, a GPU). Values in
-``<angle brackets>`` are placeholders and are not checked; ``a|b`` in a subcommand's place
-is each of ``a`` and ``b``.
+block runs exists, and the blocks that only show a shape say so with a reason (the marks:
+tests/support/doc_blocks.py). Values in ``<angle brackets>`` are placeholders and are not
+checked; ``a|b`` in a subcommand's place is each of ``a`` and ``b``.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import re
-import shlex
-from pathlib import Path
 
 import pytest
 import typer
+from doc_blocks import ROOT, Block, blocks, commands, expanded
 
 from safactory.cli.main import app
 from safactory.streams.audit import registry
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-BLOCK = re.compile(
-    r"(?:<!-- doc: (?P<mark>[^>]*?) -->\n)?```(?:bash|sh|shell|console)\n(.*?)```", re.S
-)
-ALTERNATIVES = re.compile(r"(?<=[\w-])\|(?=[\w-])")
-"""``status|logs|down``: one word naming alternatives (a pipe has spaces around it)."""
-SEPARATORS = {"&&", "||", ";", "|", "&"}
 NOT_OURS = {"curl", "vllm", "pip", "export", "cd", "grep", "echo", "kill"}
 """Other tools' commands: their lines are not ours to check."""
-
-
-def blocks() -> list[tuple[str, str | None, str]]:
-    """(where, mark, text) of every shell block of the docs."""
-    found = []
-    for doc in DOCS:
-        text = doc.read_text(encoding="utf-8")
-        for m in BLOCK.finditer(text):
-            line = text.count("\n", 0, m.start(2))
-            found.append((f"{doc.relative_to(ROOT)}:{line}", m.group("mark"), m.group(2)))
-    return found
-
-
-def substituted(text: str) -> str:
-    """``text`` with each ``$(...)`` (parentheses balanced) replaced by one word."""
-    while (start := text.find("$(")) >= 0:
-        depth, end = 0, start + 1
-        for end in range(start + 1, len(text)):
-            depth += {"(": 1, ")": -1}.get(text[end], 0)
-            if depth == 0:
-                break
-        text = text[:start] + "VALUE" + text[end + 1 :]
-    return text
-
-
-def commands(text: str) -> list[list[str]]:
-    """The simple commands of a block: continuation lines joined, comments dropped, split at
-    ``&&``, ``|``, ``;``, ``&``, leading ``VAR=value`` assignments removed, ``$(...)`` a
-    value."""
-    joined = substituted(re.sub(r"\\\n", " ", text))
-    out: list[list[str]] = []
-    for line in joined.splitlines():
-        lexer = shlex.shlex(ALTERNATIVES.sub("¦", line), posix=True, punctuation_chars="&|;")
-        lexer.whitespace_split = True
-        words: list[str] = []
-        for token in [*lexer, "&&"]:
-            if token in SEPARATORS:
-                while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
-                    words.pop(0)
-                if words:
-                    out.append(words)
-                words = []
-            else:
-                words.append(token)
-    return out
+MARKS = {"illustrative", "parsed only", "given"}
 
 
 def parse(args: list[str]) -> None:
@@ -99,28 +42,18 @@ def parse(args: list[str]) -> None:
         assert not name or name in registry.available(), f"no checker {name!r}"
 
 
-def expanded(words: list[str]) -> list[list[str]]:
-    """``a|b`` alternatives in a subcommand's place (before any option), each on its own."""
-    for i, word in enumerate(words):
-        if word.startswith("-"):
-            break
-        if "¦" in word:
-            alternatives = [[*words[:i], alt, *words[i + 1 :]] for alt in word.split("¦")]
-            return [w for alt in alternatives for w in expanded(alt)]
-    return [words]
-
-
 CASES = blocks()
 
 
-@pytest.mark.parametrize(("where", "mark", "text"), CASES, ids=[c[0] for c in CASES])
-def test_every_command_in_the_docs_is_one_this_checkout_has(
-    where: str, mark: str | None, text: str
-) -> None:
-    if mark is not None:
-        assert mark.startswith("illustrative: ") and len(mark) > 24, f"{where}: say why"
+@pytest.mark.parametrize("block", CASES, ids=[c.where for c in CASES])
+def test_every_command_in_the_docs_is_one_this_checkout_has(block: Block) -> None:
+    where = block.where
+    assert block.kind is None or block.kind in MARKS, f"{where}: no mark {block.kind!r}"
+    if block.kind in ("illustrative", "parsed only"):
+        assert len(block.value) > 12, f"{where}: say why the block is {block.kind}"
+    if block.kind == "illustrative":
         return
-    for words in commands(text):
+    for words in commands(block.text):
         if any(w.startswith("<") for w in words):
             words = [w for w in words if not w.startswith("<")]  # a placeholder's value
         program = words[0]
