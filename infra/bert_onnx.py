@@ -60,8 +60,10 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
 class _Graph:
     """Collects nodes and weights; names are generated."""
 
-    def __init__(self) -> None:
+    def __init__(self, integer: bool = False) -> None:
         from onnx import helper, numpy_helper
+
+        self.integer = integer
 
         self.helper, self.numpy_helper = helper, numpy_helper
         self.nodes: list[onnx.NodeProto] = []
@@ -101,22 +103,30 @@ class _Graph:
             self.const(np.float32(127.0)),
         )
         integers = self.op("Round", self.op("Div", x, row_scale))
-        # the levels travel as int8 (a quarter of the bytes to serialise and parse); the
-        # runtime folds the cast once at load and packs the result for its kernels
+        # the levels travel as int8 (a quarter of the bytes to serialise and parse)
         stored = self.const(np.ascontiguousarray(levels.T).astype(np.int8))
-        out = self.op("MatMul", integers, self.op("Cast", stored, to=TensorProto.FLOAT))
+        if self.integer:  # activations shifted to uint8 (zero point 128): exact int32 sums
+            shifted = self.op("Add", integers, self.const(np.float32(128.0)))
+            unsigned = self.op("Cast", shifted, to=TensorProto.UINT8)
+            product = self.op("MatMulInteger", unsigned, stored, self.const(np.uint8(128)))
+            out = self.op("Cast", product, to=TensorProto.FLOAT)
+        else:  # the runtime folds the cast once at load and packs it for its kernels
+            out = self.op("MatMul", integers, self.op("Cast", stored, to=TensorProto.FLOAT))
         out = self.op("Mul", self.op("Mul", out, row_scale), self.const(scale))
         return self.op("Add", out, self.const(bias.astype(np.float32)))
 
 
-def minilm_graph(w: dict[str, np.ndarray], *, layers: int, int8: bool) -> bytes:
+def minilm_graph(
+    w: dict[str, np.ndarray], *, layers: int, int8: bool, integer: bool = False
+) -> bytes:
     """The serialised ONNX model of the encoder after its embedding lookup (which
     :class:`OnnxMiniLM` does over the memory-mapped table): ``embeddings`` (float32
     ``[B, L, hidden]``, word + position + token type) and ``attention_mask`` (int64
-    ``[B, L]``) in, ``vectors`` (float32 ``[B, hidden]``, mean-pooled, L2-normalised) out."""
+    ``[B, L]``) in, ``vectors`` (float32 ``[B, hidden]``, mean-pooled, L2-normalised) out.
+    With ``int8`` and ``integer``, the products run on integers (:func:`integer_products`)."""
     from onnx import helper
 
-    g = _Graph()
+    g = _Graph(integer and int8)
     hidden = w["embeddings.word_embeddings.weight"].shape[1]
     head = hidden // HEADS
     x = g.layer_norm("embeddings", w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
@@ -183,6 +193,18 @@ def minilm_graph(w: dict[str, np.ndarray], *, layers: int, int8: bool) -> bytes:
     return model.SerializeToString()
 
 
+def integer_products() -> bool:
+    """Whether int8 products run on integers here: only where the CPU multiplies uint8 by
+    int8 into int32 in one instruction (VNNI, AMX), so every sum is exact. Elsewhere
+    onnxruntime's uint8 × int8 kernel pairs products in 16 bits, which saturates on full-range
+    levels, so the levels are multiplied in float32 instead (exact too, and on this class
+    about as fast). An AVX2 cap (``infra.compute``) counts as its CPU class."""
+    from .compute import cpu_class
+
+    flags = set(cpu_class()["flags"])  # type: ignore[arg-type]
+    return bool(flags & {"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
 class OnnxMiniLM:
     """An onnxruntime session over :func:`minilm_graph`, the embedding lookup in numpy."""
 
@@ -202,8 +224,9 @@ class OnnxMiniLM:
         # workers of a small machine (and from a path being timed beside this one)
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
+        self.integer = int8 and integer_products()
         self.session = ort.InferenceSession(
-            minilm_graph(w, layers=layers, int8=int8),
+            minilm_graph(w, layers=layers, int8=int8, integer=self.integer),
             options,
             providers=["CPUExecutionProvider"],
         )

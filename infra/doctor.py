@@ -20,14 +20,14 @@ def survey(*, with_torch: bool = True) -> dict[str, object]:
     """The CPU class and, per model, the path each kind of process uses here (measuring
     what is not cached; ``with_torch`` loads torch so the paths of processes that hold it
     are measured too)."""
-    from .embedding import encoder_path
+    from .embedding import encoder_key, encoder_path
 
     if with_torch:
         import torch  # noqa: F401  (a process holding torch may choose its paths)
     models: dict[str, str] = {}
     for what, (layers, int8, tokens) in ENCODERS.items():
         held = encoder_path(layers, int8, tokens) if with_torch else "not measured"
-        entry = choices().get(f"minilm-{layers}l-{'int8' if int8 else 'fp32'}", {})
+        entry = choices().get(encoder_key(layers, int8), {})
         timings = entry.get("ms")
         again = "; timed under load: again at the next load" if entry.get("provisional") else ""
         models[what] = f"onnxruntime in processes that only judge; {held} where torch is loaded" + (

@@ -253,8 +253,16 @@ def encoder_path(layers: int, int8: bool, max_tokens: int) -> str:
 
         return load
 
-    key = f"minilm-{layers}l-{'int8' if int8 else 'fp32'}"
-    return choose(key, {path: loader(path) for path in encoder_paths()})
+    return choose(encoder_key(layers, int8), {path: loader(path) for path in encoder_paths()})
+
+
+def encoder_key(layers: int, int8: bool) -> str:
+    """The name an encoder's path choice is cached under (its onnxruntime graph's kind in it:
+    int8 products on integers where the CPU has VNNI, :func:`bert_onnx.integer_products`)."""
+    from .bert_onnx import integer_products
+
+    integer = "-integer" if int8 and integer_products() else ""
+    return f"minilm-{layers}l-{'int8' if int8 else 'fp32'}{integer}"
 
 
 def padding_aware_batches(lengths: Sequence[int], batch_size: int) -> list[slice]:

@@ -12,10 +12,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
-from safactory.infra import compute
-from safactory.infra.embedding import _forward, _tokenizer
+from safactory.infra import bert_onnx, compute
+from safactory.infra.bert_onnx import OnnxMiniLM, integer_products
+from safactory.infra.embedding import _forward, _model_dir, _tokenizer
 
 TEXTS = [
     "rm -rf ~/backups && echo cleaned",
@@ -116,6 +118,27 @@ def test_every_path_gives_the_same_vectors(layers: int, int8: bool, tokens: int)
     torch_path = np.concatenate([_forward("torch", layers, int8)([r]) for r in rows])
     assert onnx.shape == (len(TEXTS), 384)
     assert (onnx * torch_path).sum(axis=1).min() > 0.998  # the documented tolerance
+
+
+@pytest.mark.skipif(not integer_products(), reason="integer products only where VNNI/AMX are")
+def test_integer_products_give_the_vectors_of_the_levels_multiplied_in_float32(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rows = [e.ids for e in _tokenizer(64).encode_batch(TEXTS)]
+    weights = _model_dir() / "model.safetensors"
+    integer = OnnxMiniLM(weights, layers=3, int8=True, threads=1)
+    monkeypatch.setattr(bert_onnx, "integer_products", lambda: False)
+    levels = OnnxMiniLM(weights, layers=3, int8=True, threads=1)
+    assert integer.integer and not levels.integer
+    for on_integers in (True, False):
+        graph = bert_onnx.minilm_graph(
+            bert_onnx.read_safetensors(weights), layers=1, int8=True, integer=on_integers
+        )
+        ops = {n.op_type for n in onnx.load_from_string(graph).graph.node}
+        assert ("MatMulInteger" in ops) == on_integers
+    got = np.concatenate([integer.vectors([r]) for r in rows])
+    want = np.concatenate([levels.vectors([r]) for r in rows])
+    assert np.abs(got - want).max() < 1e-5  # the same integer sums, rescaled alike
 
 
 def _verdicts(path: str, traces: Path) -> list[str]:
