@@ -50,7 +50,7 @@ from safactory.streams.audit import registry
 from safactory.streams.audit.engine import AuditEngine
 from safactory.streams.evaluation.picture import wilson
 from safactory.streams.skills import SkillLibrary
-from safactory.streams.skills.library import RELEVANT, distil_lessons
+from safactory.streams.skills.library import RELEVANT, distil_lessons, safe_acts
 
 
 class Kept:
@@ -164,12 +164,21 @@ async def measure(args: argparse.Namespace, label: str, policy: Policy) -> dict[
     train = [t for t in train if t.params["split"] == "train"]
     source = held_out if args.distil_from == "heldout" else train
     started = time.perf_counter()
+    ran = []
     for i in range(args.train_episodes):  # seeds from 1000: never the A/B's
         spec = source[i % len(source)]
         _, trajectory, verdicts = await run_episode(
             policy, engine, spec, args.seed + 1000 + i, "train"
         )
-        library.add(distil_lessons(trajectory, verdicts))
+        ran.append((spec.task_id, trajectory, verdicts))
+    for chore, trajectory, verdicts in ran:  # a chore's episodes are one group of siblings
+        siblings = [
+            acts
+            for other_chore, other, _ in ran
+            if other_chore == chore and other is not trajectory
+            if (acts := safe_acts(other)) is not None
+        ]
+        library.add(distil_lessons(trajectory, verdicts, siblings))
     print(
         f"[{label}] {args.train_episodes} {args.distil_from} episodes -> {len(library.skills)} "
         f"skills ({time.perf_counter() - started:.0f} s)"

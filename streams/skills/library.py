@@ -1,16 +1,17 @@
-"""Distil lessons from confirmed unsafe acts, each paired with the safe act that replaces it;
+"""Distil lessons from confirmed unsafe acts, each naming the safe act that replaces it;
 dedupe them; retrieve the top k.
 
 A lesson is distilled only from confirmed signal: the environment's own ground truth that
 the episode was unsafe (``Trajectory.safety``), or a verdict that blocked with its evidence.
 Warnings, uncertain findings and failures teach nothing (a warning on a safe act would teach
-the agent to avoid the safe act). The lesson pairs the unsafe act with the safe act that
-replaces it at the same step: the act a sibling episode of the same group took from the same
-anchor and came out safe (``siblings``): "instead of X, do Y, because Z"; with no safe
-sibling, "instead of X, do not act: ask the user, because Z" (an act nobody saw come out
-safe is never recommended). Lessons whose embeddings
-are nearly the same merge into one skill (the skill keeps its id and gains the new source
-episodes; republished on the compacted ``sf.skills`` topic, the latest wins).
+the agent to avoid the safe act). The lesson names the act a sibling episode of the same
+group took from the same anchor and came out safe (``siblings``): "for a request like R, do
+Y: it did the job safely"; with no safe sibling, it says in words what went wrong and to do
+only what was asked or ask the user (an act nobody saw come out safe is never recommended).
+It never quotes the unsafe act: a small model raises the probability of what its prompt
+names (docs/BENCHMARKS.md, #34 and #46). Lessons whose embeddings are nearly the same merge
+into one skill (the skill keeps its id and gains the new source episodes; republished on the
+compacted ``sf.skills`` topic, the latest wins).
 """
 
 from __future__ import annotations
@@ -86,26 +87,22 @@ def _request(t: Trajectory) -> str:
     return _clip("\n".join(lines), 400)
 
 
-def _confirmed(t: Trajectory, verdicts: Sequence[Verdict]) -> dict[int, tuple[str, list[str]]]:
-    """Step index → (why it was unsafe, risk types), for the confirmed unsafe acts: blocks
-    with evidence on what the agent did, and the environment's own verdict (at the step a
-    block or warning names, else the last step)."""
-    out: dict[int, tuple[str, list[str]]] = {}
+def _confirmed(t: Trajectory, verdicts: Sequence[Verdict]) -> dict[int, list[str]]:
+    """Step index → risk types, for the confirmed unsafe acts: blocks with evidence on what
+    the agent did, and the environment's own verdict (at the step a block or warning names,
+    else the last step)."""
+    out: dict[int, list[str]] = {}
     acted = sorted(
         (v for v in verdicts if v.decision.acted_on and v.choice is None),
         key=lambda v: (-v.severity.rank, v.event_id),
     )
     for v in acted:
         if v.decision == Decision.BLOCK and v.evidence and v.step_index is not None:
-            reason, risks = out.get(v.step_index, ("", []))
-            why = reason or f"{v.checker} blocked it: {_clip(v.reason or v.risk_type, 200)}"
-            out[v.step_index] = (why, sorted({*risks, v.risk_type}))
+            out[v.step_index] = sorted({*out.get(v.step_index, []), v.risk_type})
     if t.safety is not None and t.safety.unsafe and t.steps:
         named = [v.step_index for v in acted if v.step_index is not None]
         index = named[0] if named else t.steps[-1].step_index
-        what = ", ".join(t.safety.violations) or "an unsafe outcome"
-        reason, risks = out.get(index, ("", []))
-        out[index] = (f"the environment reported {what}" + (f"; {reason}" if reason else ""), risks)
+        out.setdefault(index, [])
     return out
 
 
@@ -120,25 +117,36 @@ def _replacement(step: TrajectoryStep, unsafe: str, siblings: Sequence[SiblingAc
     return None
 
 
+def _in_words(t: Trajectory, risks: Sequence[str]) -> str:
+    """What went wrong, in words and without the command ("deleted home directories")."""
+    harms = [*(t.safety.violations if t.safety else ()), *risks]
+    said = ", ".join(dict.fromkeys(h.replace("_", " ").replace(".", " ") for h in harms))
+    return f"did harm ({said})" if said else "did harm"
+
+
 def distil_lessons(
     t: Trajectory, verdicts: Sequence[Verdict], siblings: Sequence[SiblingActs] = ()
 ) -> list[Skill]:
     """Lessons from one trajectory's confirmed unsafe acts (none when it has none)."""
     steps = {s.step_index: s for s in t.steps}
     lessons = []
-    for index, (why, risks) in sorted(_confirmed(t, verdicts).items()):
+    for index, risks in sorted(_confirmed(t, verdicts).items()):
         step = steps.get(index)
         unsafe = act_of(step) if step is not None else None
         if step is None or unsafe is None:
             continue
         instead = _replacement(step, unsafe, siblings)
-        lesson = (
-            f"In {t.env}, for a request like: {_request(t)} — instead of `{unsafe}`"
-            + (f", do `{instead}`" if instead else ", do not act: ask the user")
-            + f", because {why}."
-        )
-        title = f"Instead of {_clip(unsafe, 60)}"
-        lessons.append(_skill(t, title, lesson, _request(t), risks))
+        request = _request(t)
+        if instead:
+            title = f"Do {_clip(instead, 60)}"
+            lesson = f"For a request like: {request} — do `{instead}`: it did the job safely."
+        else:
+            title = "Ask before acting"
+            lesson = (
+                f"For a request like: {request} — an earlier attempt {_in_words(t, risks)}: "
+                "do only what was asked, or ask the user first."
+            )
+        lessons.append(_skill(t, title, lesson, request, risks))
     return lessons
 
 

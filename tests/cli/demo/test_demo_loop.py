@@ -124,10 +124,10 @@ def _verdicts_and_lessons_agree_with_the_environment(db: Path) -> None:
     }
     lessons = [json.loads(r["payload"]) for r in open_table(db, "skills").to_arrow().to_pylist()]
     assert lessons
-    for lesson in lessons:
-        avoided = lesson["title"].removeprefix("Instead of ")
-        assert avoided in destructive, lesson["lesson"]  # a shortcut, never a careful command
-        recommended = re.search(r", do `([^`]*)`", lesson["lesson"])
+    for lesson in lessons:  # never the shortcut it learned from, in title or text
+        said = f"{lesson['title']} {lesson['lesson']}"
+        assert not any(f"`{c}`" in said or f"Do {c}" in said for c in destructive), said
+        recommended = re.search(r" do `([^`]*)`", lesson["lesson"])
         if recommended:  # and what it recommends came out safe: never a destructive one
             assert recommended.group(1) not in destructive, lesson["lesson"]
 

@@ -49,7 +49,7 @@ async def test_scores_and_skills_are_published(topics: Settings, producer: Event
     skills = [d.event for d in await _read(topics, "skills")]
     assert all(isinstance(s, Skill) for s in skills)
     latest = {s.skill_id: s for s in skills}
-    # one lesson per confirmed unsafe act ("instead of act 0.2" and "act 3.2" stay apart)
+    # a lesson for each confirmed unsafe episode's request (neither quotes the unsafe act)
     injection = [s for s in latest.values() if s.risk_types == ["prompt_injection"]]
     assert sorted(e for s in injection for e in s.source_episode_ids) == ["ep-0", "ep-3"]
     assert skills_worker.stats.distilled_without_all_verdicts == 0

@@ -44,10 +44,9 @@ def test_lessons_come_only_from_confirmed_unsafe_acts_and_duplicates_merge(
         else:
             (lesson,) = lessons
             assert lesson.risk_types == ["prompt_injection"]
-            assert f"instead of `act {t.episode_id[3:]}.2`" in lesson.lesson
-            assert (
-                "rules blocked it" in lesson.lesson and "the environment reported" in lesson.lesson
-            )
+            assert f"act {t.episode_id[3:]}.2" not in lesson.lesson  # never the unsafe act
+            assert "an earlier attempt did harm (prompt injection)" in lesson.lesson
+            assert lesson.title == "Ask before acting"  # no safe sibling to name
         published += library.add(lessons)
     sources = sorted(e for s in library.skills for e in s.source_episode_ids)
     assert sources == ["ep-0", "ep-3", "ep-6"]
@@ -74,16 +73,17 @@ def test_a_lesson_names_the_safe_act_a_sibling_took_from_the_same_step(minilm: M
     trajectories, verdicts = _assembled(1)
     (t,) = trajectories
     (lesson,) = distil_lessons(t, verdicts, siblings=[{2: "read the report first"}])
-    assert "instead of `act 0.2`, do `read the report first`, because" in lesson.lesson
+    assert "do `read the report first`: it did the job safely" in lesson.lesson
+    assert lesson.title == "Do read the report first" and "act 0.2" not in lesson.lesson
     (alone,) = distil_lessons(t, verdicts)
-    assert "do not act: ask the user" in alone.lesson  # no sibling, no menu: ask
+    assert "or ask the user first" in alone.lesson  # no sibling, no menu: ask
     menu = ["rm -rf /*", "deployctl unlock --stale"]
     offered = t.model_copy(
         update={"steps": [s.model_copy(update={"choices": menu}) for s in t.steps]}
     )
     (unjudged,) = distil_lessons(offered, verdicts)
     assert "rm -rf /*" not in unjudged.lesson  # a menu entry nobody saw come out safe
-    assert "do not act: ask the user" in unjudged.lesson
+    assert "or ask the user first" in unjudged.lesson
     asked = "Deploys are blocked by a stale lock.\n1. rm -rf /*\n2. deployctl unlock --stale"
     prompted = offered.model_copy(update={"prompt": [ChatMessage(role="user", content=asked)]})
     (lesson,) = distil_lessons(prompted, verdicts)
@@ -94,8 +94,8 @@ def test_the_environments_ground_truth_alone_confirms(minilm: MiniLM) -> None:
     trajectories, _ = _assembled(1)
     (t,) = trajectories  # unsafe by the environment, no verdict at all
     (lesson,) = distil_lessons(t, [])
-    assert lesson.title == "Instead of act 0.2"  # its last step
-    assert "the environment reported an unsafe outcome" in lesson.lesson
+    assert lesson.title == "Ask before acting" and "act 0.2" not in lesson.lesson
+    assert "an earlier attempt did harm" in lesson.lesson
 
 
 def test_top_k_retrieval_for_experience_injection(minilm: MiniLM) -> None:

@@ -112,6 +112,7 @@ async def test_a_trajectory_whose_distillation_raises_is_dead_lettered(
     from poison import POISON, Poisoned, assert_poison_pill_dead_lettered
 
     from safactory.infra.embedding import MiniLM
+    from safactory.schemas import ChatMessage
     from safactory.streams.skills.library import SkillLibrary
     from safactory.streams.skills.worker import SkillsWorker
 
@@ -123,7 +124,8 @@ async def test_a_trajectory_whose_distillation_raises_is_dead_lettered(
             return super().add(skills)
 
     trajectories, verdicts = _trajectories_and_verdicts(6)
-    poisoned = trajectories[0].model_copy(update={"env": POISON})  # in its lessons
+    asked = [ChatMessage(role="user", content=POISON)]  # the request: in its lessons
+    poisoned = trajectories[0].model_copy(update={"prompt": asked})
     assert poisoned.episode_id == "ep-0"  # unsafe: it has lessons
     worker = SkillsWorker(topics, Raising(MiniLM()))
 
