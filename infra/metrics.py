@@ -67,6 +67,8 @@ def serve(settings: Settings, worker: str) -> int | None:
     if worker not in WORKERS:
         raise ValueError(f"worker {worker!r}: choose one of {', '.join(WORKERS)}")
     _worker = worker
+    for always in (PROCESSING_SECONDS, LOOP_STALL_SECONDS):  # series from the start, at 0:
+        always.labels(worker=worker)  # a scrape before the first batch shows the worker
     port = settings.metrics_port
     if not port:
         return None

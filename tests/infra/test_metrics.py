@@ -80,6 +80,18 @@ def test_a_busy_port_fails_in_one_line_naming_the_setting() -> None:
         metrics.serve(Settings(), "auditor")
 
 
+def test_a_named_worker_has_series_before_its_first_batch() -> None:
+    script = (  # a process of its own: this one's registry holds other tests' workers
+        "from safactory.infra import metrics\n"
+        "from safactory.infra.config import Settings\n"
+        "metrics.serve(Settings(), 'score')\n"
+        "for name in ('sf_processing_seconds_count', 'sf_loop_stall_seconds_count'):\n"
+        "    print(metrics.REGISTRY.get_sample_value(name, {'worker': 'score'}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.stdout.split() == ["0.0", "0.0"], out.stderr  # shown at 0, not missing
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
