@@ -18,8 +18,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from safactory.infra import bert_onnx
-from safactory.infra.bert_onnx import integer_products
+from safactory.infra.bert_onnx import OnnxMiniLM, integer_products
 from safactory.infra.compute import interleaved
 from safactory.infra.doctor import ENCODERS, summary
 
@@ -37,7 +36,9 @@ JUDGE_RSS = (  # VmHWM: ru_maxrss would carry this parent's peak across the exec
 def main() -> None:
     import torch
 
-    from safactory.infra.embedding import _forward, set_threads
+    from safactory.infra.embedding import _forward, _model_dir, set_threads
+
+    weights = _model_dir() / "model.safetensors"
 
     set_threads(1)
     torch.set_num_threads(1)
@@ -51,10 +52,9 @@ def main() -> None:
         paths["torch fp32"] = _forward("torch", layers, False)
         if int8:
             paths["torch int8"] = _forward("torch", layers, True)
-        if int8 and bert_onnx.integer_products():
-            bert_onnx.integer_products = lambda: False  # type: ignore[assignment]
-            paths["onnx levels"] = _forward("onnxruntime", layers, int8)
-            bert_onnx.integer_products = integer_products
+        if int8 and integer_products():
+            levels = OnnxMiniLM(weights, layers=layers, int8=True, threads=1, integer=False)
+            paths["onnx levels"] = levels.vectors
         for rows in (1, 16):
             batch = [row] * rows
             runs = {k: (lambda f=f, b=batch: f(b)) for k, f in paths.items()}

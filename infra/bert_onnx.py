@@ -64,7 +64,6 @@ class _Graph:
         from onnx import helper, numpy_helper
 
         self.integer = integer
-
         self.helper, self.numpy_helper = helper, numpy_helper
         self.nodes: list[onnx.NodeProto] = []
         self.weights: list[onnx.TensorProto] = []
@@ -208,7 +207,16 @@ def integer_products() -> bool:
 class OnnxMiniLM:
     """An onnxruntime session over :func:`minilm_graph`, the embedding lookup in numpy."""
 
-    def __init__(self, weights_file: Path, *, layers: int, int8: bool, threads: int = 0) -> None:
+    def __init__(
+        self,
+        weights_file: Path,
+        *,
+        layers: int,
+        int8: bool,
+        threads: int = 0,
+        integer: bool | None = None,
+    ) -> None:
+        """``integer``: int8 products on integers (default: :func:`integer_products`)."""
         import onnxruntime as ort
 
         w = read_safetensors(weights_file)
@@ -224,7 +232,7 @@ class OnnxMiniLM:
         # workers of a small machine (and from a path being timed beside this one)
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
-        self.integer = int8 and integer_products()
+        self.integer = int8 and (integer_products() if integer is None else integer)
         self.session = ort.InferenceSession(
             minilm_graph(w, layers=layers, int8=int8, integer=self.integer),
             options,

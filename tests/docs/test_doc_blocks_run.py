@@ -119,15 +119,9 @@ def a_sinks_lancedb(path: Path) -> None:
     """A LanceDB as the sink writes it: twelve episodes (every third unsafe), their steps,
     verdicts and trajectories."""
     from data_episodes import episode_events
-    from deliveries import deliveries
+    from deliveries import stored_as_the_sink
 
-    from safactory.sinks.lance import LanceSink
-    from safactory.streams.assembly import TrajectoryAssembler
-
-    events = [e for n in range(12) for e in episode_events(n, env="os")]
-    assembler = TrajectoryAssembler()
-    trajectories = [t for e in events for t in assembler.apply(e, 2000.0)]
-    LanceSink(path).write_batch(deliveries([*events, *trajectories]))
+    stored_as_the_sink(path, [e for n in range(12) for e in episode_events(n, env="os")])
 
 
 def run_block(block: Block, folder: Path, kafka: str) -> tuple[list[str], list[str]]:
@@ -168,15 +162,16 @@ def run_block(block: Block, folder: Path, kafka: str) -> tuple[list[str], list[s
                 problem = earlier.stop()
                 if problem:
                     failed.append(f"{problem}:\n{tail(earlier.log)}")
-            process = subprocess.Popen(
-                ["bash", "-c", line.rstrip().removesuffix("&")],
-                cwd=folder,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log.open("wb"),
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            with log.open("wb") as out:  # the child holds its own copy
+                process = subprocess.Popen(
+                    ["bash", "-c", line.rstrip().removesuffix("&")],
+                    cwd=folder,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             running.append(Running(line, key, process, log))
     finally:
         for r in running:

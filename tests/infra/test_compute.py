@@ -121,14 +121,11 @@ def test_every_path_gives_the_same_vectors(layers: int, int8: bool, tokens: int)
 
 
 @pytest.mark.skipif(not integer_products(), reason="integer products only where VNNI/AMX are")
-def test_integer_products_give_the_vectors_of_the_levels_multiplied_in_float32(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_integer_products_give_the_vectors_of_the_levels_multiplied_in_float32() -> None:
     rows = [e.ids for e in _tokenizer(64).encode_batch(TEXTS)]
     weights = _model_dir() / "model.safetensors"
     integer = OnnxMiniLM(weights, layers=3, int8=True, threads=1)
-    monkeypatch.setattr(bert_onnx, "integer_products", lambda: False)
-    levels = OnnxMiniLM(weights, layers=3, int8=True, threads=1)
+    levels = OnnxMiniLM(weights, layers=3, int8=True, threads=1, integer=False)
     assert integer.integer and not levels.integer
     for on_integers in (True, False):
         graph = bert_onnx.minilm_graph(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from data_episodes import episode_events
-from deliveries import deliveries
+from deliveries import deliveries, stored_as_the_sink
 from typer.testing import CliRunner
 
 from safactory.cli.main import app
@@ -19,7 +19,6 @@ from safactory.schemas import Step, Verdict
 from safactory.sinks.dataelf.operators import PlanError, RunContext, Services
 from safactory.sinks.dataelf.plan import Plan, load_plan, run_plan
 from safactory.sinks.lance import LanceSink
-from safactory.streams.assembly import TrajectoryAssembler
 from safactory.streams.audit import registry
 from safactory.streams.audit.engine import AuditEngine
 from safactory.streams.audit.rejudge import rejudge
@@ -32,10 +31,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list]:
     """Twelve episodes in two envs (every third unsafe), their verdicts and trajectories."""
     path = tmp_path_factory.mktemp("lance") / "db"
     events = [e for n in range(12) for e in episode_events(n, env="os" if n < 8 else "web")]
-    assembler = TrajectoryAssembler()
-    trajectories = [t for e in events for t in assembler.apply(e, 2000.0)]
-    LanceSink(path).write_batch(deliveries([*events, *trajectories]))
-    return path, [*events, *trajectories]
+    return path, stored_as_the_sink(path, events)
 
 
 def test_risk_types_per_policy_version_as_a_chart(db: tuple[Path, list], tmp_path: Path) -> None:

@@ -10,14 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from data_episodes import episode_events
-from deliveries import deliveries
+from deliveries import stored_as_the_sink
 
 from safactory.infra.embedding import MiniLM
 from safactory.schemas import ChatMessage, EpisodeEnded, Outcome, Step
 from safactory.sinks.dataelf.operators import PlanError
 from safactory.sinks.dataelf.plan import Plan, run_plan
-from safactory.sinks.lance import LanceSink
-from safactory.streams.assembly import TrajectoryAssembler
 from safactory.tools.dataelf_job import services
 
 CHORES = [
@@ -81,10 +79,7 @@ def _events(n: int) -> list:
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("lance") / "db"
-    events = [e for n in range(22) for e in _events(n)]
-    assembler = TrajectoryAssembler()
-    trajectories = [t for e in events for t in assembler.apply(e, 2000.0)]
-    LanceSink(path).write_batch(deliveries([*events, *trajectories]))
+    stored_as_the_sink(path, [e for n in range(22) for e in _events(n)])
     return path
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from data_episodes import episode_events
-from deliveries import deliveries
+from deliveries import stored_as_the_sink
 from plugins import install_plugin
 from typer.testing import CliRunner
 
@@ -22,8 +22,6 @@ from safactory.schemas import ChatMessage, Step
 from safactory.sinks.dataelf.operators import PlanError
 from safactory.sinks.dataelf.plan import Plan, run_plan
 from safactory.sinks.dataelf.private import run_sandboxed
-from safactory.sinks.lance import LanceSink
-from safactory.streams.assembly import TrajectoryAssembler
 from safactory.streams.audit.mask import mask_text
 from safactory.tools.dataelf_job import JOB
 
@@ -63,10 +61,8 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if isinstance(event, Step) and event.episode_id == "ep-1" and event.step_index == 0:
             said = [ChatMessage(role="assistant", content=LEAKED)]
             events[i] = event.model_copy(update={"messages": said})
-    assembler = TrajectoryAssembler()
-    trajectories = [t for e in events for t in assembler.apply(e, 2000.0)]
     path = tmp_path_factory.mktemp("lance") / "db"
-    LanceSink(path).write_batch(deliveries([*events, *trajectories]))
+    stored_as_the_sink(path, events)
     return path
 
 
